@@ -1,0 +1,388 @@
+//! The builder, its defaults, and the checks `build()` makes.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::backoff::Backoff;
+use crate::events::StateChange;
+use crate::{Breaker, CallPath, Classifier, ConfigError, LatencyTrip};
+
+pub(crate) type Callback = Arc<dyn Fn(&StateChange) + Send + Sync>;
+
+/// The validated numeric settings a breaker runs on.
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    pub(crate) failure_threshold: Option<u32>,
+    pub(crate) failure_window: Duration,
+    pub(crate) window_failure_threshold: Option<u32>,
+    pub(crate) failure_rate_threshold: Option<f64>,
+    pub(crate) minimum_calls: u32,
+    pub(crate) slow_call_duration: Option<Duration>,
+    pub(crate) slow_call_rate_threshold: Option<f64>,
+    pub(crate) backoff: Backoff,
+    pub(crate) half_open_max_calls: u32,
+    pub(crate) half_open_success_threshold: u32,
+    pub(crate) max_probe_duration: Duration,
+    pub(crate) latency_trip: Option<LatencyTrip>,
+}
+
+impl Settings {
+    /// Whether any condition needs the sliding window.
+    pub(crate) fn uses_window(&self) -> bool {
+        self.window_failure_threshold.is_some()
+            || self.failure_rate_threshold.is_some()
+            || self.slow_call_rate_threshold.is_some()
+    }
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            failure_threshold: Some(5),
+            failure_window: Duration::from_secs(60),
+            window_failure_threshold: None,
+            failure_rate_threshold: Some(0.5),
+            minimum_calls: 20,
+            slow_call_duration: None,
+            slow_call_rate_threshold: None,
+            backoff: Backoff {
+                base: Duration::from_secs(10),
+                multiplier: 2.0,
+                max: Duration::from_secs(300),
+                jitter: 0.1,
+            },
+            half_open_max_calls: 1,
+            half_open_success_threshold: 1,
+            max_probe_duration: Duration::from_secs(30),
+            latency_trip: None,
+        }
+    }
+}
+
+/// Builds a [`Breaker`]. Made by [`Breaker::builder`].
+///
+/// Setters are named like the settings; `build()` checks everything once and
+/// names the field at fault. Trip conditions are independent and any one
+/// opens the breaker; a condition set to `None` is off.
+///
+/// # Default
+///
+/// | setting | default | meaning |
+/// |---|---|---|
+/// | `call_path` | required | what the breaker guards; order, cancel, kill-switch and risk-check paths are refused |
+/// | `classifier` | required | which errors are the dependency's failures |
+/// | `failure_threshold` | `Some(5)` | consecutive failures that open it (a success resets the run) |
+/// | `failure_window` | 60 s | the sliding window the next three conditions look at |
+/// | `window_failure_threshold` | `None` | failures inside the window that open it, successes or not |
+/// | `failure_rate_threshold` | `Some(0.5)` | failure rate over the window that opens it |
+/// | `minimum_calls` | 20 | calls the window needs before either rate is judged |
+/// | `slow_call_duration` | `None` | a successful call longer than this is slow |
+/// | `slow_call_rate_threshold` | `None` | slow-call rate over the window that opens it |
+/// | `latency_trip` | `None` | a [`LatencyTrip`] percentile policy |
+/// | `open_duration` | 10 s | the first open period of an outage |
+/// | `backoff_multiplier` | 2.0 | growth of the open period per failed probe |
+/// | `max_open_duration` | 300 s | ceiling of the open period |
+/// | `jitter` | 0.1 | the open period is shortened by up to this fraction, at random |
+/// | `jitter_seed` | random | seed for the jitter, for exact tests |
+/// | `half_open_max_calls` | 1 | probes out at once while half-open |
+/// | `half_open_success_threshold` | 1 | probe successes in a row that close it |
+/// | `max_probe_duration` | 30 s | a probe that has not reported back by then counts as failed |
+/// | `clock` | quanta's global recent time | the monotonic clock; tests pass `quanta::Clock::mock()` |
+/// | `on_state_change` | none | a callback run after every state change, outside the lock |
+#[must_use = "a builder does nothing until `build()` is called"]
+pub struct BreakerBuilder {
+    pub(crate) name: String,
+    pub(crate) call_path: Option<CallPath>,
+    pub(crate) classifier: Option<Classifier>,
+    pub(crate) clock: Option<quanta::Clock>,
+    pub(crate) on_state_change: Option<Callback>,
+    pub(crate) jitter_seed: Option<u64>,
+    pub(crate) settings: Settings,
+}
+
+impl fmt::Debug for BreakerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BreakerBuilder")
+            .field("name", &self.name)
+            .field("call_path", &self.call_path)
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+macro_rules! setter {
+    ($(#[$doc:meta])* $name:ident: $ty:ty => $($path:ident).+) => {
+        $(#[$doc])*
+        pub fn $name(mut self, value: $ty) -> Self {
+            self.settings.$($path).+ = value;
+            self
+        }
+    };
+    ($(#[$doc:meta])* $name:ident: into $ty:ty => $($path:ident).+) => {
+        $(#[$doc])*
+        pub fn $name(mut self, value: impl Into<Option<$ty>>) -> Self {
+            self.settings.$($path).+ = value.into();
+            self
+        }
+    };
+}
+
+impl BreakerBuilder {
+    pub(crate) fn new(name: impl Into<String>) -> Self {
+        BreakerBuilder {
+            name: name.into(),
+            call_path: None,
+            classifier: None,
+            clock: None,
+            on_state_change: None,
+            jitter_seed: None,
+            settings: Settings::default(),
+        }
+    }
+
+    /// The call path this breaker guards. Required.
+    pub fn call_path(mut self, path: CallPath) -> Self {
+        self.call_path = Some(path);
+        self
+    }
+
+    /// Which errors count against the dependency. Required.
+    pub fn classifier(mut self, classifier: Classifier) -> Self {
+        self.classifier = Some(classifier);
+        self
+    }
+
+    /// The clock to read. Pass the clock half of `quanta::Clock::mock()` in
+    /// tests and move time with its handle.
+    pub fn clock(mut self, clock: quanta::Clock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// Runs `f` after each state change, with the breaker's lock released.
+    /// `f` may call the breaker back; a panic in `f` is caught and logged and
+    /// changes nothing.
+    pub fn on_state_change<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&StateChange) + Send + Sync + 'static,
+    {
+        self.on_state_change = Some(Arc::new(f));
+        self
+    }
+
+    /// Seeds the jitter so that open periods are exactly reproducible.
+    pub fn jitter_seed(mut self, seed: u64) -> Self {
+        self.jitter_seed = Some(seed);
+        self
+    }
+
+    setter!(
+        /// Consecutive failures that open the breaker, or `None` for off.
+        failure_threshold: into u32 => failure_threshold);
+    setter!(
+        /// The sliding window for the window, rate and slow-call conditions.
+        failure_window: Duration => failure_window);
+    setter!(
+        /// Failures within the window that open the breaker, or `None`.
+        window_failure_threshold: into u32 => window_failure_threshold);
+    setter!(
+        /// A failure rate in `(0, 1]` over the window that opens the breaker.
+        failure_rate_threshold: into f64 => failure_rate_threshold);
+    setter!(
+        /// Calls the window must hold before a rate is judged.
+        minimum_calls: u32 => minimum_calls);
+    setter!(
+        /// A successful call that took longer than this is slow.
+        slow_call_duration: into Duration => slow_call_duration);
+    setter!(
+        /// A slow-call rate in `(0, 1]` over the window that opens the breaker.
+        slow_call_rate_threshold: into f64 => slow_call_rate_threshold);
+    setter!(
+        /// A latency-percentile trip policy.
+        latency_trip: into LatencyTrip => latency_trip);
+    setter!(
+        /// The first open period of an outage.
+        open_duration: Duration => backoff.base);
+    setter!(
+        /// Growth of the open period per re-open (at least 1.0).
+        backoff_multiplier: f64 => backoff.multiplier);
+    setter!(
+        /// Ceiling of the open period.
+        max_open_duration: Duration => backoff.max);
+    setter!(
+        /// Fraction in `[0, 1]` by which each open period may be shortened at random.
+        jitter: f64 => backoff.jitter);
+    setter!(
+        /// Probes admitted at once while half-open.
+        half_open_max_calls: u32 => half_open_max_calls);
+    setter!(
+        /// Probe successes in a row that close the breaker.
+        half_open_success_threshold: u32 => half_open_success_threshold);
+    setter!(
+        /// How long a probe may stay out before it counts as failed.
+        max_probe_duration: Duration => max_probe_duration);
+
+    /// Checks the configuration and builds the breaker.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the first field at fault.
+    pub fn build(self) -> Result<Breaker, ConfigError> {
+        self.validate()?;
+        Ok(Breaker::from_builder(self))
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let s = &self.settings;
+        check(
+            "name",
+            !self.name.trim().is_empty(),
+            "must not be empty",
+            format_args!("{:?}", self.name),
+        )?;
+        let path = self.call_path.ok_or(ConfigError::Missing {
+            field: "call_path",
+            why: "declare what the breaker guards, so that order, cancel, kill-switch and \
+                  risk-check paths can be refused",
+        })?;
+        if let Some(why) = path.refusal() {
+            return Err(ConfigError::ForbiddenCallPath { path, why });
+        }
+        if self.classifier.is_none() {
+            return Err(ConfigError::Missing {
+                field: "classifier",
+                why: "say which errors are the dependency's failures; there is no default that \
+                      counts every error",
+            });
+        }
+        if let Some(n) = s.failure_threshold {
+            check(
+                "failure_threshold",
+                n > 0,
+                "must be at least 1 (or None)",
+                n,
+            )?;
+        }
+        check(
+            "failure_window",
+            s.failure_window >= Duration::from_millis(1),
+            "must be at least 1 ms",
+            format_args!("{:?}", s.failure_window),
+        )?;
+        if let Some(n) = s.window_failure_threshold {
+            check(
+                "window_failure_threshold",
+                n > 0,
+                "must be at least 1 (or None)",
+                n,
+            )?;
+        }
+        if let Some(r) = s.failure_rate_threshold {
+            check_rate("failure_rate_threshold", r)?;
+        }
+        check(
+            "minimum_calls",
+            s.minimum_calls > 0,
+            "must be at least 1",
+            s.minimum_calls,
+        )?;
+        if let Some(d) = s.slow_call_duration {
+            check(
+                "slow_call_duration",
+                !d.is_zero(),
+                "must be greater than zero",
+                format_args!("{d:?}"),
+            )?;
+        }
+        if let Some(r) = s.slow_call_rate_threshold {
+            check_rate("slow_call_rate_threshold", r)?;
+            if s.slow_call_duration.is_none() {
+                return Err(ConfigError::Missing {
+                    field: "slow_call_duration",
+                    why: "slow_call_rate_threshold needs a duration beyond which a call is slow",
+                });
+            }
+        }
+        if let Some(policy) = &s.latency_trip {
+            policy.validate()?;
+        }
+        let b = &s.backoff;
+        check(
+            "open_duration",
+            !b.base.is_zero(),
+            "must be greater than zero",
+            format_args!("{:?}", b.base),
+        )?;
+        check(
+            "backoff_multiplier",
+            b.multiplier.is_finite() && b.multiplier >= 1.0,
+            "must be a finite number of at least 1.0",
+            b.multiplier,
+        )?;
+        check(
+            "max_open_duration",
+            b.max >= b.base,
+            "must not be shorter than open_duration",
+            format_args!("{:?} < {:?}", b.max, b.base),
+        )?;
+        check(
+            "jitter",
+            (0.0..=1.0).contains(&b.jitter),
+            "must be within [0, 1]",
+            b.jitter,
+        )?;
+        check(
+            "half_open_max_calls",
+            (1..=1024).contains(&s.half_open_max_calls),
+            "must be between 1 and 1024",
+            s.half_open_max_calls,
+        )?;
+        check(
+            "half_open_success_threshold",
+            s.half_open_success_threshold > 0,
+            "must be at least 1",
+            s.half_open_success_threshold,
+        )?;
+        check(
+            "max_probe_duration",
+            !s.max_probe_duration.is_zero(),
+            "must be greater than zero",
+            format_args!("{:?}", s.max_probe_duration),
+        )?;
+        let any_condition =
+            s.failure_threshold.is_some() || s.uses_window() || s.latency_trip.is_some();
+        check(
+            "failure_threshold",
+            any_condition,
+            "is off along with every other trip condition, so the breaker could never open",
+            "None",
+        )
+    }
+}
+
+pub(crate) fn check(
+    field: &'static str,
+    ok: bool,
+    rule: &'static str,
+    value: impl fmt::Display,
+) -> Result<(), ConfigError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(ConfigError::Invalid {
+            field,
+            rule,
+            value: value.to_string(),
+        })
+    }
+}
+
+pub(crate) fn check_rate(field: &'static str, rate: f64) -> Result<(), ConfigError> {
+    check(
+        field,
+        rate > 0.0 && rate <= 1.0,
+        "must be within (0, 1]",
+        rate,
+    )
+}

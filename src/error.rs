@@ -1,0 +1,181 @@
+//! Errors: a refused call, a failed call, and a refused configuration.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::{CallPath, State};
+
+/// The breaker refused the call: **nothing was attempted**.
+///
+/// The wrapped closure was not invoked and no request left the process, so a
+/// fallback is always safe and a retry cannot duplicate a side effect.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rejected {
+    pub(crate) breaker: Arc<str>,
+    pub(crate) state: State,
+    pub(crate) retry_after: Option<Duration>,
+}
+
+impl Rejected {
+    /// The name of the breaker that refused the call.
+    pub fn breaker(&self) -> &str {
+        &self.breaker
+    }
+
+    /// The state the breaker was in: [`State::Open`], [`State::HalfOpen`]
+    /// (a probe is already out) or [`State::ForcedOpen`].
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// How long until the breaker will admit a probe, when that is known:
+    /// `Some` while open, `None` while half-open (a probe is deciding) or
+    /// forced open (an operator decides).
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+
+    /// Whether some error in `err`'s `source()` chain, `err` included, is a
+    /// [`Rejected`]: the call was refused by a breaker somewhere below.
+    ///
+    /// Breakers use this so that a rejection by an inner breaker is never
+    /// counted as a failure by an outer one, even when the caller has wrapped
+    /// it in its own error type.
+    pub fn in_chain(err: &(dyn StdError + 'static)) -> bool {
+        let mut cur = Some(err);
+        while let Some(e) = cur {
+            if e.is::<Rejected>() {
+                return true;
+            }
+            cur = e.source();
+        }
+        false
+    }
+}
+
+impl fmt::Display for Rejected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "breaker `{}` is {}: call not attempted",
+            self.breaker, self.state
+        )?;
+        if let Some(d) = self.retry_after {
+            write!(f, ", retry after {d:?}")?;
+        }
+        Ok(())
+    }
+}
+
+impl StdError for Rejected {}
+
+/// The result of a call through a breaker that did not succeed.
+///
+/// The two variants answer the question a caller with side effects must ask:
+/// was anything attempted?
+#[derive(Debug)]
+pub enum CallError<E> {
+    /// The breaker refused the call; the closure was not invoked.
+    Rejected(Rejected),
+    /// The closure ran and returned this error, passed through unchanged.
+    /// Whether it counted against the dependency is up to the classifier.
+    Failed(E),
+}
+
+impl<E> CallError<E> {
+    /// Whether the call was refused without being attempted.
+    pub fn is_rejected(&self) -> bool {
+        matches!(self, CallError::Rejected(_))
+    }
+
+    /// The refusal, if the breaker refused the call.
+    pub fn rejected(&self) -> Option<&Rejected> {
+        match self {
+            CallError::Rejected(r) => Some(r),
+            CallError::Failed(_) => None,
+        }
+    }
+
+    /// The dependency's own error, if the call was attempted.
+    pub fn into_failed(self) -> Option<E> {
+        match self {
+            CallError::Failed(e) => Some(e),
+            CallError::Rejected(_) => None,
+        }
+    }
+
+    /// Maps the dependency's error, keeping a refusal as it is.
+    pub fn map_failed<F, O: FnOnce(E) -> F>(self, op: O) -> CallError<F> {
+        match self {
+            CallError::Rejected(r) => CallError::Rejected(r),
+            CallError::Failed(e) => CallError::Failed(op(e)),
+        }
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for CallError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::Rejected(r) => fmt::Display::fmt(r, f),
+            CallError::Failed(e) => write!(f, "call failed: {e}"),
+        }
+    }
+}
+
+impl<E: StdError + 'static> StdError for CallError<E> {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            // The refusal itself is the source so that `Rejected::in_chain`
+            // finds it through any wrapper.
+            CallError::Rejected(r) => Some(r),
+            CallError::Failed(e) => Some(e),
+        }
+    }
+}
+
+/// A configuration refused by [`BreakerBuilder::build`](crate::BreakerBuilder::build).
+///
+/// Every variant names the field at fault; nothing about a bad configuration
+/// panics.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A required setting was not given.
+    #[error("`{field}` is required: {why}")]
+    Missing {
+        /// The builder method that sets it.
+        field: &'static str,
+        /// Why there is no default.
+        why: &'static str,
+    },
+    /// A setting broke a rule.
+    #[error("`{field}` {rule} (got {value})")]
+    Invalid {
+        /// The builder method that set it.
+        field: &'static str,
+        /// The rule it broke.
+        rule: &'static str,
+        /// The value given, formatted.
+        value: String,
+    },
+    /// The breaker was declared for a call path on which it would do harm.
+    #[error("refusing to build a breaker for the {path} path: {why}")]
+    ForbiddenCallPath {
+        /// The path that was declared.
+        path: CallPath,
+        /// Why a breaker must not stand there.
+        why: &'static str,
+    },
+}
+
+impl ConfigError {
+    /// The builder field at fault (`"call_path"` for a forbidden path).
+    pub fn field(&self) -> &'static str {
+        match self {
+            ConfigError::Missing { field, .. } | ConfigError::Invalid { field, .. } => field,
+            ConfigError::ForbiddenCallPath { .. } => "call_path",
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! A point-in-time view of a breaker, for metrics gauges and dashboards.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::{State, StateChange};
+
+/// Lifetime counts. They never go down (not even on
+/// [`reset`](crate::Breaker::reset)), so they map straight onto monotonic
+/// counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Totals {
+    /// Calls that reported an outcome.
+    pub calls: u64,
+    /// Calls that succeeded.
+    pub successes: u64,
+    /// Calls that failed in a way that counts against the dependency.
+    pub failures: u64,
+    /// Calls whose error the classifier ignored.
+    pub ignored: u64,
+    /// Successful calls slower than `slow_call_duration`.
+    pub slow: u64,
+    /// Calls refused without being attempted: the number of times the
+    /// caller had to take its fallback.
+    pub short_circuits: u64,
+}
+
+/// A consistent view of a breaker at one instant.
+///
+/// Taking one locks the breaker once and copies a few dozen bytes; polling
+/// every second from a metrics thread costs nothing measurable.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Snapshot {
+    /// The breaker's name.
+    pub name: Arc<str>,
+    /// The current state.
+    pub state: State,
+    /// The current run of consecutive failures.
+    pub consecutive_failures: u32,
+    /// Calls (successes and failures, not ignored) in the sliding window.
+    /// Zero when no window condition is configured.
+    pub window_calls: u32,
+    /// Failures in the sliding window.
+    pub window_failures: u32,
+    /// Slow calls in the sliding window.
+    pub window_slow_calls: u32,
+    /// `window_failures / window_calls`, or 0 with no calls.
+    pub failure_rate: f64,
+    /// `window_slow_calls / window_calls`, or 0 with no calls.
+    pub slow_call_rate: f64,
+    /// While open, how long until a probe may go.
+    pub retry_after: Option<Duration>,
+    /// The length of the current open period (zero when closed).
+    pub open_duration: Duration,
+    /// How many times the breaker has opened on its own.
+    pub trips: u64,
+    /// Lifetime counts.
+    pub totals: Totals,
+    /// How long the breaker has been in its current state.
+    pub time_in_state: Duration,
+    /// Probes admitted and not yet reported.
+    pub probes_in_flight: u32,
+    /// The latency policy's percentile in its last full window, if it has one.
+    pub latency_percentile: Option<Duration>,
+    /// The latency policy's current run of breaching windows.
+    pub latency_breaches: u32,
+    /// The most recent state change, with its reason and, for overrides,
+    /// who asked.
+    pub last_transition: Option<StateChange>,
+}
+
+pub(crate) fn rate(part: u32, whole: u32) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        f64::from(part) / f64::from(whole)
+    }
+}

@@ -1,0 +1,60 @@
+//! The breaker's states.
+
+use std::fmt;
+
+/// Where a breaker stands.
+///
+/// ```text
+///            trip condition                 open period elapsed
+///   Closed ─────────────────────▶ Open ─────────────────────────▶ HalfOpen
+///     ▲                            ▲                                  │
+///     │                            └──── probe failed / slow / hung ──┤
+///     └──────────────── enough probe successes ───────────────────────┘
+///
+///   any state ── force_open ──▶ ForcedOpen ── reset ──▶ Closed
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum State {
+    /// Calls go through; outcomes are counted against the trip conditions.
+    Closed,
+    /// Calls are refused without being attempted until the open period ends.
+    Open,
+    /// A limited number of probes test recovery; everything else is refused.
+    HalfOpen,
+    /// Opened by an operator: every call is refused and nothing probes until
+    /// [`reset`](crate::Breaker::reset).
+    ForcedOpen,
+}
+
+impl State {
+    /// A stable gauge value: 0 closed, 1 open, 2 half-open, 3 forced open.
+    pub const fn as_gauge(self) -> u8 {
+        match self {
+            State::Closed => 0,
+            State::Open => 1,
+            State::HalfOpen => 2,
+            State::ForcedOpen => 3,
+        }
+    }
+
+    /// A short lowercase name, as used in log lines and metrics labels.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            State::Closed => "closed",
+            State::Open => "open",
+            State::HalfOpen => "half_open",
+            State::ForcedOpen => "forced_open",
+        }
+    }
+
+    /// Whether calls are currently refused outright in this state.
+    pub const fn is_open(self) -> bool {
+        matches!(self, State::Open | State::ForcedOpen)
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

@@ -1,0 +1,149 @@
+//! The sliding time window: a ring of buckets with running totals.
+//!
+//! The window spans [`BUCKETS`] buckets of `width` nanoseconds each. An event is
+//! filed in the bucket of the instant it is recorded at; a bucket is cleared
+//! (and its counts subtracted from the totals) when the window slides past it.
+//! Recording is O(1) amortised and never allocates.
+//!
+//! Because ageing happens a bucket at a time, an event counts for at least the
+//! window's length and at most the window's length plus one bucket width
+//! (a tenth of the window).
+
+/// Number of buckets in a window.
+pub(crate) const BUCKETS: usize = 10;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Counts {
+    pub(crate) calls: u32,
+    pub(crate) failures: u32,
+    pub(crate) slow: u32,
+}
+
+impl Counts {
+    fn add(&mut self, other: Counts) {
+        self.calls = self.calls.saturating_add(other.calls);
+        self.failures = self.failures.saturating_add(other.failures);
+        self.slow = self.slow.saturating_add(other.slow);
+    }
+
+    fn sub(&mut self, other: Counts) {
+        self.calls = self.calls.saturating_sub(other.calls);
+        self.failures = self.failures.saturating_sub(other.failures);
+        self.slow = self.slow.saturating_sub(other.slow);
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Window {
+    width: u64,
+    head: u64,
+    buckets: [Counts; BUCKETS],
+    totals: Counts,
+}
+
+impl Window {
+    /// A window of `span` nanoseconds (`span` must be at least [`BUCKETS`]).
+    pub(crate) fn new(span: u64) -> Self {
+        Window {
+            width: (span / BUCKETS as u64).max(1),
+            head: 0,
+            buckets: [Counts::default(); BUCKETS],
+            totals: Counts::default(),
+        }
+    }
+
+    /// Slides the window so that it ends at `now`.
+    pub(crate) fn advance(&mut self, now: u64) {
+        let epoch = now / self.width;
+        if epoch <= self.head {
+            return;
+        }
+        let steps = (epoch - self.head).min(BUCKETS as u64);
+        for step in 1..=steps {
+            let slot = ((self.head + step) % BUCKETS as u64) as usize;
+            let old = std::mem::take(&mut self.buckets[slot]);
+            self.totals.sub(old);
+        }
+        self.head = epoch;
+    }
+
+    /// Files one call at `now`.
+    pub(crate) fn record(&mut self, now: u64, failed: bool, slow: bool) {
+        self.advance(now);
+        let one = Counts {
+            calls: 1,
+            failures: u32::from(failed),
+            slow: u32::from(slow),
+        };
+        let slot = (self.head % BUCKETS as u64) as usize;
+        self.buckets[slot].add(one);
+        self.totals.add(one);
+    }
+
+    /// The counts currently inside the window (as of the last `advance`).
+    pub(crate) fn totals(&self) -> Counts {
+        self.totals
+    }
+
+    /// Empties the window.
+    pub(crate) fn clear(&mut self) {
+        self.buckets = [Counts::default(); BUCKETS];
+        self.totals = Counts::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEC: u64 = 1_000_000_000;
+
+    #[test]
+    fn events_age_out_after_one_span() {
+        let mut w = Window::new(10 * SEC);
+        w.record(0, true, false);
+        w.record(5 * SEC, false, true);
+        assert_eq!(
+            w.totals(),
+            Counts {
+                calls: 2,
+                failures: 1,
+                slow: 1
+            }
+        );
+        w.advance(10 * SEC - 1);
+        assert_eq!(w.totals().failures, 1, "still inside the window");
+        w.advance(10 * SEC);
+        assert_eq!(
+            w.totals(),
+            Counts {
+                calls: 1,
+                failures: 0,
+                slow: 1
+            }
+        );
+        w.advance(15 * SEC);
+        assert_eq!(w.totals(), Counts::default());
+    }
+
+    #[test]
+    fn a_long_gap_clears_everything() {
+        let mut w = Window::new(10 * SEC);
+        for i in 0..10 {
+            w.record(i * SEC, true, false);
+        }
+        assert_eq!(w.totals().failures, 10);
+        w.advance(1_000 * SEC);
+        assert_eq!(w.totals(), Counts::default());
+        w.record(1_000 * SEC, true, false);
+        assert_eq!(w.totals().failures, 1);
+    }
+
+    #[test]
+    fn a_clock_that_stands_still_does_not_slide() {
+        let mut w = Window::new(10 * SEC);
+        w.record(3 * SEC, true, false);
+        w.advance(2 * SEC);
+        assert_eq!(w.totals().failures, 1);
+    }
+}
