@@ -87,3 +87,8 @@ pub use latency::LatencyTrip;
 pub use permit::Permit;
 pub use snapshot::{Snapshot, Totals};
 pub use state::State;
+
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

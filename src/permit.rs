@@ -31,7 +31,7 @@ use crate::{Breaker, Outcome};
 ///         // Nothing was attempted: take the fallback.
 ///         assert!(rejected.retry_after().is_some());
 ///     }
-/// }
+/// };
 /// ```
 #[must_use = "a permit counts as a failure when dropped without an outcome"]
 pub struct Permit<'a> {
