@@ -37,6 +37,8 @@ impl Counts {
 pub(crate) struct Window {
     width: u64,
     head: u64,
+    /// Where the head bucket ends: saves a division on most records.
+    head_end: u64,
     buckets: [Counts; BUCKETS],
     totals: Counts,
 }
@@ -47,13 +49,18 @@ impl Window {
         Window {
             width: (span / BUCKETS as u64).max(1),
             head: 0,
+            head_end: (span / BUCKETS as u64).max(1),
             buckets: [Counts::default(); BUCKETS],
             totals: Counts::default(),
         }
     }
 
     /// Slides the window so that it ends at `now`.
+    #[inline]
     pub(crate) fn advance(&mut self, now: u64) {
+        if now < self.head_end {
+            return;
+        }
         let epoch = now / self.width;
         if epoch <= self.head {
             return;
@@ -65,6 +72,7 @@ impl Window {
             self.totals.sub(old);
         }
         self.head = epoch;
+        self.head_end = epoch.saturating_add(1).saturating_mul(self.width);
     }
 
     /// Files one call at `now`.
