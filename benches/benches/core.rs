@@ -1,1 +1,547 @@
-fn main() {}
+//! The hot path, measured side by side in one run: fusebox, the baselines
+//! that bound it from below, and the peer crates a user already knows.
+//!
+//! Every scenario is one Criterion group, and every contestant in it runs in
+//! the same process, one after the other:
+//!
+//! - `closed_success`: one successful call through a closed breaker.
+//! - `open_rejection`: one call refused by an open breaker (the open period is
+//!   an hour long, so the refusal has to read the clock and compare).
+//! - `two_threads`: two threads calling one closed breaker; the time is the
+//!   aggregate per call (wall time over calls made by both threads).
+//! - `snapshot`: one `Breaker::snapshot`.
+//! - `no_upkeep`: fusebox and its floor with no `quanta::Upkeep` thread
+//!   running, so every `recent()` is a direct clock read. This group runs
+//!   first, because once an upkeep thread has run, quanta's recent time stays
+//!   set for the rest of the process.
+//!
+//! After the groups, the binary reads Criterion's estimates back and prints
+//! the ratio table that `docs/performance.md` holds.
+//!
+//! Run with `cargo bench -p fusebox-benches --bench core`.
+
+use std::hint::black_box;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkGroup, Criterion, SamplingMode};
+use failsafe::{backoff, failure_policy, CircuitBreaker as _};
+use fusebox::{Breaker, CallPath, Classifier, State};
+use parking_lot::Mutex;
+use recloser::Recloser;
+
+/// Long enough that an open breaker stays open through a whole benchmark.
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// The work a guarded call does: nothing, opaquely.
+#[inline]
+fn work() -> Result<u64, io::Error> {
+    Ok(black_box(1))
+}
+
+fn fail() -> Result<u64, io::Error> {
+    Err(io::Error::from(io::ErrorKind::TimedOut))
+}
+
+// ---------------------------------------------------------------------------
+// Contestants
+
+/// fusebox with its default configuration (consecutive failures and the
+/// failure-rate window on).
+fn fusebox_default(open_duration: Duration) -> Breaker {
+    Breaker::builder("bench")
+        .call_path(CallPath::ReferenceData)
+        .classifier(Classifier::every_error_is_a_failure())
+        .open_duration(open_duration)
+        .max_open_duration(open_duration.max(Duration::from_secs(300)))
+        .build()
+        .expect("valid config")
+}
+
+/// fusebox with its cheapest configuration: consecutive failures only, no
+/// window, no slow-call timing.
+fn fusebox_cheapest(open_duration: Duration) -> Breaker {
+    Breaker::builder("bench")
+        .call_path(CallPath::ReferenceData)
+        .classifier(Classifier::every_error_is_a_failure())
+        .failure_threshold(5)
+        .failure_rate_threshold(None)
+        .open_duration(open_duration)
+        .max_open_duration(open_duration.max(Duration::from_secs(300)))
+        .build()
+        .expect("valid config")
+}
+
+fn tripped(breaker: Breaker) -> Breaker {
+    for _ in 0..5 {
+        let _ = breaker.call(fail);
+    }
+    assert_eq!(breaker.state(), State::Open);
+    breaker
+}
+
+type FailsafeDefault = failsafe::StateMachine<
+    failure_policy::OrElse<
+        failure_policy::SuccessRateOverTimeWindow<backoff::EqualJittered>,
+        failure_policy::ConsecutiveFailures<backoff::EqualJittered>,
+    >,
+    (),
+>;
+type FailsafeConsecutive =
+    failsafe::StateMachine<failure_policy::ConsecutiveFailures<backoff::Constant>, ()>;
+
+/// failsafe's `Config::new()`: success rate over a window, or else five
+/// consecutive failures.
+fn failsafe_default() -> FailsafeDefault {
+    failsafe::Config::new().build()
+}
+
+/// failsafe with five consecutive failures and a constant back-off.
+fn failsafe_consecutive(open_duration: Duration) -> FailsafeConsecutive {
+    failsafe::Config::new()
+        .failure_policy(failure_policy::consecutive_failures(
+            5,
+            backoff::constant(open_duration),
+        ))
+        .build()
+}
+
+/// failsafe's default policy, with the back-off of both halves an hour long
+/// so that it stays open through the benchmark. The open path is the same
+/// code as with the default back-off.
+fn failsafe_default_open() -> impl failsafe::CircuitBreaker {
+    let rate = failure_policy::success_rate_over_time_window(
+        0.8,
+        5,
+        Duration::from_secs(30),
+        backoff::constant(HOUR),
+    );
+    let consecutive = failure_policy::consecutive_failures(5, backoff::constant(HOUR));
+    failsafe::Config::new()
+        .failure_policy(failure_policy::FailurePolicy::or_else(rate, consecutive))
+        .build()
+}
+
+fn recloser_default() -> Recloser {
+    Recloser::default()
+}
+
+/// recloser with its defaults except a long open period. It opens once its
+/// ring of 100 calls is full and half of them failed.
+fn recloser_open() -> Recloser {
+    let r = Recloser::custom().open_wait(HOUR).build();
+    for _ in 0..100 {
+        let _ = r.call(fail);
+    }
+    assert!(
+        matches!(r.call(work), Err(recloser::Error::Rejected)),
+        "recloser did not open"
+    );
+    r
+}
+
+// ---------------------------------------------------------------------------
+// Groups
+
+fn configure<'a>(
+    c: &'a mut Criterion,
+    name: &str,
+) -> BenchmarkGroup<'a, criterion::measurement::WallTime> {
+    let mut g = c.benchmark_group(name);
+    g.warm_up_time(Duration::from_millis(700))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(60);
+    g
+}
+
+/// lock + `recent()` + the closure: what any breaker that keeps its counts
+/// under a lock must at least do on a successful call.
+fn floor(m: &Mutex<quanta::Instant>) {
+    black_box(work()).ok();
+    let now = quanta::Instant::recent();
+    *m.lock() = black_box(now);
+}
+
+fn no_upkeep(c: &mut Criterion) {
+    let mut g = configure(c, "no_upkeep");
+    g.bench_function("quanta_now", |b| b.iter(quanta::Instant::now));
+    g.bench_function("quanta_recent", |b| b.iter(quanta::Instant::recent));
+    let m = Mutex::new(quanta::Instant::now());
+    g.bench_function("floor", |b| b.iter(|| floor(&m)));
+    let d = fusebox_default(HOUR);
+    g.bench_function("fusebox_default", |b| b.iter(|| d.call(work)));
+    let cheap = fusebox_cheapest(HOUR);
+    g.bench_function("fusebox_cheapest", |b| b.iter(|| cheap.call(work)));
+    let open = tripped(fusebox_cheapest(HOUR));
+    g.bench_function("fusebox_open", |b| b.iter(|| open.call(work)));
+    assert_eq!(open.state(), State::Open);
+    g.finish();
+}
+
+fn baselines(c: &mut Criterion) {
+    let mut g = configure(c, "baseline");
+    g.bench_function("closure", |b| b.iter(work));
+    let lock = Mutex::new(0_u64);
+    g.bench_function("lock", |b| {
+        b.iter(|| {
+            *lock.lock() += 1;
+        })
+    });
+    g.bench_function("quanta_now", |b| b.iter(quanta::Instant::now));
+    g.bench_function("quanta_recent", |b| b.iter(quanta::Instant::recent));
+    g.bench_function("std_now", |b| b.iter(Instant::now));
+    let m = Mutex::new(quanta::Instant::now());
+    g.bench_function("floor", |b| b.iter(|| floor(&m)));
+    g.finish();
+}
+
+fn closed_success(c: &mut Criterion) {
+    let mut g = configure(c, "closed_success");
+    let d = fusebox_default(HOUR);
+    g.bench_function("fusebox_default", |b| b.iter(|| d.call(work)));
+    let cheap = fusebox_cheapest(HOUR);
+    g.bench_function("fusebox_cheapest", |b| b.iter(|| cheap.call(work)));
+    let fd = failsafe_default();
+    g.bench_function("failsafe_default", |b| b.iter(|| fd.call(work)));
+    let fc = failsafe_consecutive(HOUR);
+    g.bench_function("failsafe_consecutive", |b| b.iter(|| fc.call(work)));
+    let r = recloser_default();
+    g.bench_function("recloser", |b| b.iter(|| r.call(work)));
+    assert_eq!(d.state(), State::Closed);
+    assert_eq!(cheap.state(), State::Closed);
+    g.finish();
+}
+
+fn open_rejection(c: &mut Criterion) {
+    let mut g = configure(c, "open_rejection");
+    let d = tripped(fusebox_default(HOUR));
+    g.bench_function("fusebox_default", |b| b.iter(|| d.call(work)));
+    let cheap = tripped(fusebox_cheapest(HOUR));
+    g.bench_function("fusebox_cheapest", |b| b.iter(|| cheap.call(work)));
+    let forced = fusebox_cheapest(HOUR);
+    forced.force_open("bench", "forced open");
+    g.bench_function("fusebox_forced_open", |b| b.iter(|| forced.call(work)));
+    let fd = failsafe_default_open();
+    for _ in 0..5 {
+        let _ = fd.call(fail);
+    }
+    assert!(!fd.is_call_permitted(), "failsafe default did not open");
+    g.bench_function("failsafe_default", |b| b.iter(|| fd.call(work)));
+    let fc = failsafe_consecutive(HOUR);
+    for _ in 0..5 {
+        let _ = fc.call(fail);
+    }
+    assert!(!fc.is_call_permitted(), "failsafe consecutive did not open");
+    g.bench_function("failsafe_consecutive", |b| b.iter(|| fc.call(work)));
+    let r = recloser_open();
+    g.bench_function("recloser", |b| b.iter(|| r.call(work)));
+    for b in [&d, &cheap] {
+        assert_eq!(b.state(), State::Open, "a breaker closed during the run");
+    }
+    assert!(!fd.is_call_permitted() && !fc.is_call_permitted());
+    g.finish();
+}
+
+/// Runs `f` on two threads at once, `iters` times each, and reports the
+/// aggregate time per call: from the moment both start until the last one
+/// finishes, over the calls both made. Thread start-up is outside the timing.
+fn on_two_threads<F: Fn() + Sync>(iters: u64, f: &F) -> Duration {
+    let barrier = Barrier::new(2);
+    let run = || {
+        barrier.wait();
+        let start = Instant::now();
+        for _ in 0..iters {
+            f();
+        }
+        (start, Instant::now())
+    };
+    let ((s1, e1), (s2, e2)) = std::thread::scope(|s| {
+        let other = s.spawn(run);
+        let mine = run();
+        (mine, other.join().expect("bench thread panicked"))
+    });
+    let elapsed = e1.max(e2).duration_since(s1.min(s2));
+    // Criterion divides by `iters`; each iteration made two calls.
+    elapsed / 2
+}
+
+fn two_threads(c: &mut Criterion) {
+    let mut g = configure(c, "two_threads");
+    // Equal iteration counts per sample keep the fixed cost of starting two
+    // threads a negligible share of each sample.
+    g.sampling_mode(SamplingMode::Flat).sample_size(30);
+    let lock = Mutex::new(0_u64);
+    g.bench_function("mutex", |b| {
+        b.iter_custom(|n| {
+            on_two_threads(n, &|| {
+                *lock.lock() += 1;
+            })
+        })
+    });
+    let m = Mutex::new(quanta::Instant::now());
+    g.bench_function("floor", |b| {
+        b.iter_custom(|n| on_two_threads(n, &|| floor(&m)))
+    });
+    let d = fusebox_default(HOUR);
+    g.bench_function("fusebox_default", |b| {
+        b.iter_custom(|n| {
+            on_two_threads(n, &|| {
+                let _ = black_box(d.call(work));
+            })
+        })
+    });
+    let cheap = fusebox_cheapest(HOUR);
+    g.bench_function("fusebox_cheapest", |b| {
+        b.iter_custom(|n| {
+            on_two_threads(n, &|| {
+                let _ = black_box(cheap.call(work));
+            })
+        })
+    });
+    let fd = Arc::new(failsafe_default());
+    g.bench_function("failsafe_default", |b| {
+        b.iter_custom(|n| {
+            on_two_threads(n, &|| {
+                let _ = black_box(fd.call(work));
+            })
+        })
+    });
+    let fc = failsafe_consecutive(HOUR);
+    g.bench_function("failsafe_consecutive", |b| {
+        b.iter_custom(|n| {
+            on_two_threads(n, &|| {
+                let _ = black_box(fc.call(work));
+            })
+        })
+    });
+    let r = recloser_default();
+    g.bench_function("recloser", |b| {
+        b.iter_custom(|n| {
+            on_two_threads(n, &|| {
+                let _ = black_box(r.call(work));
+            })
+        })
+    });
+    let open = tripped(fusebox_cheapest(HOUR));
+    g.bench_function("fusebox_open", |b| {
+        b.iter_custom(|n| {
+            on_two_threads(n, &|| {
+                let _ = black_box(open.call(work));
+            })
+        })
+    });
+    assert_eq!(open.state(), State::Open);
+    g.finish();
+}
+
+fn snapshot(c: &mut Criterion) {
+    let mut g = configure(c, "snapshot");
+    let fresh = fusebox_default(HOUR);
+    for _ in 0..50 {
+        let _ = fresh.call(work);
+    }
+    g.bench_function("fusebox_closed", |b| b.iter(|| fresh.snapshot()));
+    let open = tripped(fusebox_default(HOUR));
+    g.bench_function("fusebox_open", |b| b.iter(|| open.snapshot()));
+    let reset = fusebox_default(HOUR);
+    reset.force_open("ops", "maintenance window");
+    reset.reset("ops", "maintenance over");
+    g.bench_function("fusebox_after_reset", |b| b.iter(|| reset.snapshot()));
+    g.finish();
+}
+
+// ---------------------------------------------------------------------------
+// The ratio table
+
+fn criterion_dir() -> PathBuf {
+    if let Some(home) = std::env::var_os("CRITERION_HOME") {
+        return PathBuf::from(home);
+    }
+    if let Some(target) = std::env::var_os("CARGO_TARGET_DIR") {
+        return PathBuf::from(target).join("criterion");
+    }
+    // target/release/deps/core-<hash>
+    let exe = std::env::current_exe().expect("current exe");
+    exe.ancestors()
+        .nth(3)
+        .expect("bench binary lives under target/")
+        .join("criterion")
+}
+
+/// The median time per iteration, in nanoseconds, of `group/bench` in the
+/// last run.
+fn median(dir: &Path, id: &str) -> Option<f64> {
+    let text = std::fs::read_to_string(dir.join(id).join("new/estimates.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v["median"]["point_estimate"].as_f64()
+}
+
+struct Row {
+    what: &'static str,
+    id: &'static str,
+    against: &'static [&'static str],
+}
+
+const ROWS: &[Row] = &[
+    Row {
+        what: "closed success, default config",
+        id: "closed_success/fusebox_default",
+        against: &[
+            "baseline/floor",
+            "baseline/closure",
+            "baseline/lock",
+            "closed_success/recloser",
+            "closed_success/failsafe_consecutive",
+            "closed_success/failsafe_default",
+        ],
+    },
+    Row {
+        what: "closed success, cheapest config",
+        id: "closed_success/fusebox_cheapest",
+        against: &[
+            "baseline/floor",
+            "baseline/closure",
+            "baseline/lock",
+            "closed_success/recloser",
+            "closed_success/failsafe_consecutive",
+            "closed_success/failsafe_default",
+        ],
+    },
+    Row {
+        what: "open rejection, default config",
+        id: "open_rejection/fusebox_default",
+        against: &[
+            "baseline/lock",
+            "open_rejection/recloser",
+            "open_rejection/failsafe_consecutive",
+            "open_rejection/failsafe_default",
+        ],
+    },
+    Row {
+        what: "open rejection, cheapest config",
+        id: "open_rejection/fusebox_cheapest",
+        against: &[
+            "baseline/lock",
+            "open_rejection/recloser",
+            "open_rejection/failsafe_consecutive",
+            "open_rejection/failsafe_default",
+        ],
+    },
+    Row {
+        what: "two threads, default config",
+        id: "two_threads/fusebox_default",
+        against: &[
+            "two_threads/mutex",
+            "two_threads/floor",
+            "two_threads/recloser",
+            "two_threads/failsafe_consecutive",
+            "two_threads/failsafe_default",
+        ],
+    },
+    Row {
+        what: "two threads, cheapest config",
+        id: "two_threads/fusebox_cheapest",
+        against: &[
+            "two_threads/mutex",
+            "two_threads/floor",
+            "two_threads/recloser",
+            "two_threads/failsafe_consecutive",
+            "two_threads/failsafe_default",
+        ],
+    },
+    Row {
+        what: "snapshot, closed",
+        id: "snapshot/fusebox_closed",
+        against: &["baseline/lock"],
+    },
+    Row {
+        what: "snapshot, after a reset",
+        id: "snapshot/fusebox_after_reset",
+        against: &["baseline/lock"],
+    },
+    Row {
+        what: "closed success, default, no upkeep",
+        id: "no_upkeep/fusebox_default",
+        against: &["no_upkeep/floor", "no_upkeep/quanta_now"],
+    },
+    Row {
+        what: "closed success, cheapest, no upkeep",
+        id: "no_upkeep/fusebox_cheapest",
+        against: &["no_upkeep/floor", "no_upkeep/quanta_now"],
+    },
+    Row {
+        what: "open rejection, cheapest, no upkeep",
+        id: "no_upkeep/fusebox_open",
+        against: &["baseline/lock", "no_upkeep/quanta_now"],
+    },
+];
+
+const GROUPS: &[&str] = &[
+    "no_upkeep",
+    "baseline",
+    "closed_success",
+    "open_rejection",
+    "two_threads",
+    "snapshot",
+];
+
+fn print_report(dir: &Path) {
+    println!("\n## Medians (ns per call)\n");
+    println!("| benchmark | ns |");
+    println!("|---|---:|");
+    for group in GROUPS {
+        let Ok(entries) = std::fs::read_dir(dir.join(group)) else {
+            continue;
+        };
+        let mut names: Vec<String> = entries
+            .flatten()
+            .filter(|e| e.path().join("new/estimates.json").exists())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        for name in names {
+            let id = format!("{group}/{name}");
+            if let Some(ns) = median(dir, &id) {
+                println!("| {id} | {ns:.2} |");
+            }
+        }
+    }
+    println!("\n## Ratios (fusebox / other; below 1.0 means fusebox is cheaper)\n");
+    println!("| fusebox | ns | against | ns | ratio |");
+    println!("|---|---:|---|---:|---:|");
+    for row in ROWS {
+        let Some(mine) = median(dir, row.id) else {
+            continue;
+        };
+        for other in row.against {
+            if let Some(theirs) = median(dir, other) {
+                println!(
+                    "| {} | {mine:.2} | {other} | {theirs:.2} | {:.2} |",
+                    row.what,
+                    mine / theirs
+                );
+            }
+        }
+    }
+}
+
+fn main() {
+    let dir = criterion_dir();
+    let mut c = Criterion::default()
+        .output_directory(&dir)
+        .configure_from_args();
+    // Before any upkeep thread has run: see the module docs.
+    no_upkeep(&mut c);
+    let _upkeep = quanta::Upkeep::new(Duration::from_millis(1))
+        .start()
+        .expect("start quanta upkeep thread");
+    baselines(&mut c);
+    closed_success(&mut c);
+    open_rejection(&mut c);
+    two_threads(&mut c);
+    snapshot(&mut c);
+    c.final_summary();
+    print_report(&dir);
+}
