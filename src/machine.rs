@@ -12,7 +12,7 @@ use crate::backoff::Rng;
 use crate::config::Settings;
 use crate::events::Reason;
 use crate::latency::LatencyWindow;
-use crate::window::Window;
+use crate::window::{Window, BUCKETS};
 use crate::{Outcome, State};
 
 /// What an admitted call holds until it reports its outcome.
@@ -71,6 +71,17 @@ fn nanos(d: Duration) -> u64 {
     d.as_nanos().min(u128::from(u64::MAX >> 2)) as u64
 }
 
+/// The span to give the bucket ring so that an event stays in it for at
+/// least `failure_window`. The ring drops a bucket once the head is
+/// `BUCKETS` buckets past it, so an event filed late in its bucket is kept
+/// only a little over `BUCKETS - 1` bucket widths: those must cover the
+/// window. An event then ages out between `failure_window` and
+/// `failure_window` plus one bucket (a ninth of it) after it happened.
+fn window_span(failure_window: u64) -> u64 {
+    let buckets = BUCKETS as u64;
+    failure_window.div_ceil(buckets - 1).saturating_mul(buckets)
+}
+
 #[derive(Debug)]
 pub(crate) struct Machine {
     s: Settings,
@@ -119,7 +130,7 @@ impl Machine {
             probe_budget: nanos(s.max_probe_duration),
             window: s
                 .uses_window()
-                .then(|| Window::new(nanos(s.failure_window))),
+                .then(|| Window::new(window_span(nanos(s.failure_window)))),
             latency: s.latency_trip.clone().map(|p| LatencyWindow::new(p, now)),
             probes: vec![None; s.half_open_max_calls as usize].into_boxed_slice(),
             s,
