@@ -242,11 +242,18 @@ impl Machine {
                 self.closed_outcome(now, outcome, slow, elapsed)
             }
             Ticket::Probe { id } if self.state == State::HalfOpen => {
-                let slot = self
+                let probe = self
                     .probes
                     .iter_mut()
-                    .find(|p| p.is_some_and(|p| p.id == id))?;
-                *slot = None;
+                    .find(|p| p.is_some_and(|p| p.id == id))?
+                    .take()?;
+                // A probe that answers after its deadline has already
+                // failed, whatever it says; so has the round if another
+                // probe is past its own.
+                let expired = |p: &Probe| p.deadline <= now;
+                if expired(&probe) || self.probes.iter().flatten().any(expired) {
+                    return Some(self.reopen(now, Reason::ProbeExpired));
+                }
                 self.probe_outcome(now, outcome, slow, elapsed)
             }
             // Admitted before the state last changed: it counts in the
