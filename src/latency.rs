@@ -217,7 +217,7 @@ impl LatencyWindow {
         }
         let reason = self.close_window();
         // Windows with no calls at all in between break any run.
-        if elapsed >= 2 * self.window_nanos {
+        if elapsed >= self.window_nanos.saturating_mul(2) {
             self.breaches = 0;
         }
         self.started = now - elapsed % self.window_nanos;
