@@ -58,7 +58,8 @@
 //!
 //! # Features
 //!
-//! - `http` (default): the `ureq` 3 integration.
+//! - `http` (default): the `ureq` 3 integration in [`http`]: a classifier for
+//!   ureq errors, a guarded client, and a last-known-good fallback.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations, unreachable_pub)]
@@ -70,6 +71,8 @@ mod classify;
 mod config;
 mod error;
 mod events;
+#[cfg(feature = "http")]
+pub mod http;
 mod latency;
 mod machine;
 mod permit;

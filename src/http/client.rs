@@ -1,0 +1,381 @@
+//! The guarded client: a `ureq` agent whose every request goes through a
+//! breaker.
+
+use std::fmt;
+
+use ureq::config::Timeouts;
+use ureq::http::{self, Uri};
+use ureq::typestate::{WithBody, WithoutBody};
+use ureq::{Agent, AsSendBody, Body, RequestBuilder};
+
+use super::fallback::{LastKnownGood, Served, Unavailable};
+use super::{AgentError, Error, Response};
+use crate::{Breaker, CallError, Verdict};
+
+/// A `ureq` [`Agent`] and the [`Breaker`] in front of it.
+///
+/// Every request made through it asks the breaker first. A refused request
+/// returns [`CallError::Rejected`] at once and **never touches the
+/// network**. An admitted one runs on the agent, its body is read (within
+/// [`max_body_size`](Self::max_body_size)) while the permit is held, so a
+/// vendor that sends headers and then stalls is seen as slow or failed, and
+/// the outcome is classified by the breaker's [`Classifier`](crate::Classifier)
+/// (use [`http::classifier`](super::classifier) or an [`HttpClassifier`](super::HttpClassifier)).
+///
+/// A status of 400 or more is returned as [`Error::Status`], with the
+/// response whole: the classifier decides whether it counts.
+///
+/// Cheap to clone (the clones share the agent's connection pool and the
+/// breaker) and `Send + Sync`: build one per vendor at start-up and share it
+/// between threads.
+///
+/// ```no_run
+/// use fusebox::http::GuardedClient;
+/// use fusebox::{Breaker, CallError, CallPath};
+/// use std::time::Duration;
+///
+/// let agent: ureq::Agent = ureq::Agent::config_builder()
+///     .timeout_global(Some(Duration::from_millis(800)))
+///     .http_status_as_error(false)
+///     .build()
+///     .into();
+/// let breaker = Breaker::builder("refdata")
+///     .call_path(CallPath::ReferenceData)
+///     .classifier(fusebox::http::classifier())
+///     .build()?;
+/// let client = GuardedClient::new(agent, breaker)?;
+///
+/// match client.get("https://refdata.example/instruments/ESZ6").call() {
+///     Ok(response) => println!("{} bytes", response.body().len()),
+///     Err(CallError::Rejected(r)) => println!("not attempted: {r}"),
+///     Err(CallError::Failed(e)) => println!("vendor failed: {e}"),
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct GuardedClient {
+    agent: Agent,
+    breaker: Breaker,
+    max_body: u64,
+}
+
+/// ureq's own default limit for reading a body into memory.
+const DEFAULT_MAX_BODY: u64 = 10 * 1024 * 1024;
+
+impl GuardedClient {
+    /// Puts `breaker` in front of `agent`.
+    ///
+    /// # Errors
+    ///
+    /// - [`AgentError::NoTimeout`] when nothing bounds a whole call: set
+    ///   `timeout_global` or `timeout_per_call` (or every phase timeout:
+    ///   resolve, connect, send request, send body, receive response,
+    ///   receive body).
+    /// - [`AgentError::StatusAsError`] when the agent turns 4xx and 5xx into
+    ///   `ureq::Error::StatusCode`, which loses `Retry-After`: build it with
+    ///   `http_status_as_error(false)`.
+    pub fn new(agent: Agent, breaker: Breaker) -> Result<Self, AgentError> {
+        let config = agent.config();
+        if !bounded(&config.timeouts()) {
+            return Err(AgentError::NoTimeout);
+        }
+        if config.http_status_as_error() {
+            return Err(AgentError::StatusAsError);
+        }
+        Ok(GuardedClient {
+            agent,
+            breaker,
+            max_body: DEFAULT_MAX_BODY,
+        })
+    }
+
+    /// The largest response body read into memory, in bytes; a longer one
+    /// fails with `ureq::Error::BodyExceedsLimit` (the caller's limit, so
+    /// ignored by the classifier). Default 10 MiB, as in ureq.
+    pub fn max_body_size(mut self, bytes: u64) -> Self {
+        self.max_body = bytes;
+        self
+    }
+
+    /// The breaker, for snapshots, subscriptions and overrides.
+    pub fn breaker(&self) -> &Breaker {
+        &self.breaker
+    }
+
+    /// The agent. Requests made on it directly bypass the breaker.
+    pub fn agent(&self) -> &Agent {
+        &self.agent
+    }
+
+    /// A guarded `GET`.
+    pub fn get<T>(&self, uri: T) -> GuardedRequest<'_, WithoutBody>
+    where
+        Uri: TryFrom<T>,
+        <Uri as TryFrom<T>>::Error: Into<http::Error>,
+    {
+        self.request(self.agent.get(uri))
+    }
+
+    /// A guarded `HEAD`.
+    pub fn head<T>(&self, uri: T) -> GuardedRequest<'_, WithoutBody>
+    where
+        Uri: TryFrom<T>,
+        <Uri as TryFrom<T>>::Error: Into<http::Error>,
+    {
+        self.request(self.agent.head(uri))
+    }
+
+    /// A guarded `DELETE`.
+    pub fn delete<T>(&self, uri: T) -> GuardedRequest<'_, WithoutBody>
+    where
+        Uri: TryFrom<T>,
+        <Uri as TryFrom<T>>::Error: Into<http::Error>,
+    {
+        self.request(self.agent.delete(uri))
+    }
+
+    /// A guarded `POST`.
+    pub fn post<T>(&self, uri: T) -> GuardedRequest<'_, WithBody>
+    where
+        Uri: TryFrom<T>,
+        <Uri as TryFrom<T>>::Error: Into<http::Error>,
+    {
+        self.request(self.agent.post(uri))
+    }
+
+    /// A guarded `PUT`.
+    pub fn put<T>(&self, uri: T) -> GuardedRequest<'_, WithBody>
+    where
+        Uri: TryFrom<T>,
+        <Uri as TryFrom<T>>::Error: Into<http::Error>,
+    {
+        self.request(self.agent.put(uri))
+    }
+
+    /// A guarded `PATCH`.
+    pub fn patch<T>(&self, uri: T) -> GuardedRequest<'_, WithBody>
+    where
+        Uri: TryFrom<T>,
+        <Uri as TryFrom<T>>::Error: Into<http::Error>,
+    {
+        self.request(self.agent.patch(uri))
+    }
+
+    fn request<B>(&self, request: RequestBuilder<B>) -> GuardedRequest<'_, B> {
+        GuardedRequest {
+            client: self,
+            request,
+            query: String::new(),
+        }
+    }
+
+    /// The whole guarded call: ask the breaker, run, read the body, report.
+    ///
+    /// Everything a successful call costs beyond the request itself is here:
+    /// one atomic load to be admitted, and the permit's report (one lock
+    /// round trip, one clock read). Nothing is allocated on success.
+    fn execute<F>(&self, send: F) -> Result<Response, Failure>
+    where
+        F: FnOnce() -> Result<http::Response<Body>, ureq::Error>,
+    {
+        let permit = match self.breaker.try_acquire() {
+            Ok(permit) => permit,
+            Err(rejected) => {
+                return Err(Failure {
+                    error: CallError::Rejected(rejected),
+                    verdict: Verdict::Ignore,
+                })
+            }
+        };
+        let error = match send().and_then(|r| read_body(r, self.max_body)) {
+            Ok(response) if response.status().as_u16() < 400 => {
+                permit.success();
+                return Ok(response);
+            }
+            Ok(response) => Error::Status(Box::new(response)),
+            Err(e) => Error::Transport(e),
+        };
+        let verdict = self.breaker.classifier().classify(&error);
+        permit.record(verdict.into());
+        Err(Failure {
+            error: CallError::Failed(error),
+            verdict,
+        })
+    }
+}
+
+impl fmt::Debug for GuardedClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GuardedClient")
+            .field("breaker", &self.breaker)
+            .field("max_body", &self.max_body)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A failed guarded call and how the classifier counted it.
+pub(super) struct Failure {
+    pub(super) error: CallError<Error>,
+    /// `Ignore` for a rejection.
+    pub(super) verdict: Verdict,
+}
+
+impl Failure {
+    /// Whether a stale answer may stand in: the breaker refused, or the
+    /// vendor failed. A request the vendor answered with "no" (a 4xx) is
+    /// not papered over with an old "yes".
+    pub(super) fn vendor_unavailable(&self) -> bool {
+        self.error.is_rejected() || self.verdict != Verdict::Ignore
+    }
+}
+
+fn bounded(t: &Timeouts) -> bool {
+    t.global.is_some()
+        || t.per_call.is_some()
+        || [
+            t.resolve,
+            t.connect,
+            t.send_request,
+            t.send_body,
+            t.recv_response,
+            t.recv_body,
+        ]
+        .iter()
+        .all(Option::is_some)
+}
+
+fn read_body(response: http::Response<Body>, limit: u64) -> Result<Response, ureq::Error> {
+    let (parts, body) = response.into_parts();
+    let bytes = body.into_with_config().limit(limit).read_to_vec()?;
+    Ok(Response::from_parts(parts, bytes))
+}
+
+/// A request being built on a [`GuardedClient`]. Send it with
+/// [`call`](Self::call) / [`send`](Self::send), or with
+/// [`call_or_stale`](Self::call_or_stale) to fall back on the last good
+/// answer.
+#[must_use = "a request does nothing until it is sent"]
+pub struct GuardedRequest<'a, B> {
+    client: &'a GuardedClient,
+    request: RequestBuilder<B>,
+    /// Query pairs added through `query`, for the fallback key. Empty (and
+    /// unallocated) unless `query` is used.
+    query: String,
+}
+
+impl<B> GuardedRequest<'_, B> {
+    /// Appends a header.
+    pub fn header<K, V>(mut self, key: K, value: V) -> Self
+    where
+        http::HeaderName: TryFrom<K>,
+        <http::HeaderName as TryFrom<K>>::Error: Into<http::Error>,
+        http::HeaderValue: TryFrom<V>,
+        <http::HeaderValue as TryFrom<V>>::Error: Into<http::Error>,
+    {
+        self.request = self.request.header(key, value);
+        self
+    }
+
+    /// Appends a query parameter (percent-encoded by ureq). It is part of
+    /// the key under which [`LastKnownGood`] files the answer.
+    pub fn query(mut self, key: impl AsRef<str>, value: impl AsRef<str>) -> Self {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        self.query.push('\u{0}');
+        self.query.push_str(key);
+        self.query.push('=');
+        self.query.push_str(value);
+        self.request = self.request.query(key, value);
+        self
+    }
+
+    /// Anything else ureq's [`RequestBuilder`] offers (request-level
+    /// config, HTTP version, extensions). Query parameters added here are
+    /// not part of the [`LastKnownGood`] key: use [`query`](Self::query).
+    pub fn with(mut self, f: impl FnOnce(RequestBuilder<B>) -> RequestBuilder<B>) -> Self {
+        self.request = f(self.request);
+        self
+    }
+
+    /// The key a [`LastKnownGood`] files this request under: method, URI
+    /// and the pairs given to [`query`](Self::query).
+    fn key(&self) -> Option<String> {
+        let method = self.request.method_ref()?;
+        if method != http::Method::GET && method != http::Method::HEAD {
+            return None;
+        }
+        let uri = self.request.uri_ref()?;
+        Some(format!("{method} {uri}{}", self.query))
+    }
+}
+
+impl GuardedRequest<'_, WithoutBody> {
+    /// Sends the request through the breaker.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::Rejected`] when the breaker refused (nothing was sent);
+    /// [`CallError::Failed`] with the transport error or the error status.
+    pub fn call(self) -> Result<Response, CallError<Error>> {
+        let request = self.request;
+        self.client.execute(|| request.call()).map_err(|f| f.error)
+    }
+
+    /// Sends the request through the breaker and, when the breaker refuses
+    /// or the vendor fails, answers with the last good response `cache`
+    /// holds for this request, marked stale with its age and the reason.
+    ///
+    /// A fresh 2xx answer to a `GET` or `HEAD` is filed in `cache`. Only
+    /// those are ever served stale; an error the classifier ignores (a 4xx)
+    /// is returned as it is, never replaced by an older success.
+    ///
+    /// Costs, on top of [`call`](Self::call): building the key (one string),
+    /// one allocation to share the response, one lock round trip on the
+    /// cache.
+    ///
+    /// # Errors
+    ///
+    /// [`Unavailable`], holding the call's error, when there was nothing
+    /// fresh and nothing (young enough) to fall back on.
+    pub fn call_or_stale(self, cache: &LastKnownGood) -> Result<Served, Unavailable> {
+        let key = self.key();
+        let client = self.client;
+        let request = self.request;
+        cache.serve(key, client.execute(|| request.call()))
+    }
+}
+
+impl GuardedRequest<'_, WithBody> {
+    /// Sends the request with `body` through the breaker.
+    ///
+    /// # Errors
+    ///
+    /// As [`call`](GuardedRequest::call).
+    pub fn send(self, body: impl AsSendBody) -> Result<Response, CallError<Error>> {
+        let request = self.request;
+        self.client
+            .execute(|| request.send(body))
+            .map_err(|f| f.error)
+    }
+
+    /// Sends the request with no body through the breaker.
+    ///
+    /// # Errors
+    ///
+    /// As [`call`](GuardedRequest::call).
+    pub fn send_empty(self) -> Result<Response, CallError<Error>> {
+        let request = self.request;
+        self.client
+            .execute(|| request.send_empty())
+            .map_err(|f| f.error)
+    }
+}
+
+impl<B> fmt::Debug for GuardedRequest<'_, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GuardedRequest")
+            .field("breaker", &self.client.breaker.name())
+            .field("method", &self.request.method_ref())
+            .field("uri", &self.request.uri_ref())
+            .finish_non_exhaustive()
+    }
+}

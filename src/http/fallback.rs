@@ -1,0 +1,416 @@
+//! The last-known-good cache: the answer to serve, marked stale, when the
+//! vendor cannot give a fresh one.
+
+use std::collections::HashMap;
+use std::error::Error as StdError;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use super::client::Failure;
+use super::{Error, Response};
+use crate::{CallError, Rejected};
+
+/// The last successful response to each request, bounded in entries and
+/// bytes, served (and marked stale) when the breaker refuses or the vendor
+/// fails.
+///
+/// Fill and read it with
+/// [`GuardedRequest::call_or_stale`](super::GuardedRequest::call_or_stale).
+/// Entries are keyed by method, URI and query; only 2xx answers to `GET` and
+/// `HEAD` are kept. A stale answer older than
+/// [`max_staleness`](Self::new) is never served: past that, the caller gets
+/// the error instead, so a strategy cannot go on trading on data of unknown
+/// age. Every answer says whether it is fresh, and if not, how old it is and
+/// why the fresh call did not happen ([`StaleReason`]).
+///
+/// Ages come from a `quanta` clock; pass the mock (the same one as the
+/// breaker's) in tests to age entries without sleeping.
+///
+/// ```
+/// use fusebox::http::LastKnownGood;
+/// use std::time::Duration;
+///
+/// let cache = LastKnownGood::new(Duration::from_secs(30))
+///     .max_entries(512)
+///     .max_bytes(8 << 20);
+/// assert!(cache.is_empty());
+/// ```
+///
+/// # Default
+///
+/// | setting | default |
+/// |---|---|
+/// | `max_staleness` | required, in [`new`](Self::new) |
+/// | `max_entries` | 1024 |
+/// | `max_bytes` | 64 MiB (key, header and body bytes) |
+/// | `clock` | a real `quanta::Clock` |
+///
+/// # Cost
+///
+/// One lock round trip per call. Filing an answer under a new key allocates
+/// the key; when the cache is over a bound, making room scans the entries
+/// for the oldest, so keep `max_entries` in the thousands, not millions.
+pub struct LastKnownGood {
+    max_staleness: Duration,
+    max_entries: usize,
+    max_bytes: usize,
+    clock: quanta::Clock,
+    store: Mutex<Store>,
+}
+
+#[derive(Default)]
+struct Store {
+    entries: HashMap<String, Entry>,
+    bytes: usize,
+}
+
+struct Entry {
+    response: Arc<Response>,
+    stored_at: quanta::Instant,
+    size: usize,
+}
+
+impl LastKnownGood {
+    /// An empty cache that never serves an answer older than
+    /// `max_staleness`. Zero means stale answers are never served.
+    pub fn new(max_staleness: Duration) -> Self {
+        LastKnownGood {
+            max_staleness,
+            max_entries: 1024,
+            max_bytes: 64 << 20,
+            clock: quanta::Clock::new(),
+            store: Mutex::new(Store::default()),
+        }
+    }
+
+    /// The most answers kept; the oldest go first. Zero keeps none.
+    pub fn max_entries(mut self, entries: usize) -> Self {
+        self.max_entries = entries;
+        self
+    }
+
+    /// The most bytes kept (keys, headers and bodies); the oldest answers
+    /// go first, and an answer larger than this on its own is not kept.
+    pub fn max_bytes(mut self, bytes: usize) -> Self {
+        self.max_bytes = bytes;
+        self
+    }
+
+    /// The clock ages are read from. Pass the clock half of
+    /// `quanta::Clock::mock()` in tests.
+    pub fn clock(mut self, clock: quanta::Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// How many answers are kept.
+    pub fn len(&self) -> usize {
+        self.store.lock().entries.len()
+    }
+
+    /// Whether no answer is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// How many bytes the kept answers take, as counted against
+    /// [`max_bytes`](Self::max_bytes).
+    pub fn bytes(&self) -> usize {
+        self.store.lock().bytes
+    }
+
+    /// Forgets every answer.
+    pub fn clear(&self) {
+        let mut store = self.store.lock();
+        store.entries.clear();
+        store.bytes = 0;
+    }
+
+    /// Files a fresh answer, or finds a stale one for a failed call.
+    pub(super) fn serve(
+        &self,
+        key: Option<String>,
+        result: Result<Response, Failure>,
+    ) -> Result<Served, Unavailable> {
+        match result {
+            Ok(response) => {
+                let response = Arc::new(response);
+                if let Some(key) = key {
+                    if response.status().is_success() {
+                        self.file(key, Arc::clone(&response));
+                    }
+                }
+                Ok(Served {
+                    response,
+                    freshness: Freshness::Fresh,
+                })
+            }
+            Err(failure) => self.stale(key.as_deref(), failure),
+        }
+    }
+
+    fn stale(&self, key: Option<&str>, failure: Failure) -> Result<Served, Unavailable> {
+        let unavailable = |error, why| Err(Unavailable { error, why });
+        let Some(key) = key else {
+            return unavailable(failure.error, Why::NotKept);
+        };
+        if !failure.vendor_unavailable() {
+            return unavailable(failure.error, Why::VendorAnswered);
+        }
+        let now = self.clock.now();
+        let found = {
+            let mut store = self.store.lock();
+            match store.entries.get(key) {
+                None => None,
+                Some(e) => {
+                    let age = now.saturating_duration_since(e.stored_at);
+                    if age <= self.max_staleness {
+                        Some(Ok((Arc::clone(&e.response), age)))
+                    } else {
+                        store.remove(key);
+                        Some(Err(age))
+                    }
+                }
+            }
+        };
+        match found {
+            None => unavailable(failure.error, Why::Missing),
+            Some(Err(age)) => unavailable(failure.error, Why::TooOld(age)),
+            Some(Ok((response, age))) => Ok(Served {
+                response,
+                freshness: Freshness::Stale {
+                    age,
+                    reason: match failure.error {
+                        CallError::Rejected(r) => StaleReason::BreakerOpen(r),
+                        CallError::Failed(e) => StaleReason::ProviderError(e),
+                    },
+                },
+            }),
+        }
+    }
+
+    fn file(&self, key: String, response: Arc<Response>) {
+        let size = key.len() + size_of(&response);
+        let now = self.clock.now();
+        let mut store = self.store.lock();
+        if size > self.max_bytes || self.max_entries == 0 {
+            // Not kept; nor is an older answer to the same request, which
+            // is no longer the last known good one.
+            store.remove(&key);
+            return;
+        }
+        let entry = Entry {
+            response,
+            stored_at: now,
+            size,
+        };
+        store.bytes += size;
+        if let Some(old) = store.entries.insert(key, entry) {
+            store.bytes -= old.size;
+        }
+        while store.entries.len() > self.max_entries || store.bytes > self.max_bytes {
+            store.evict_oldest();
+        }
+    }
+}
+
+impl Store {
+    fn remove(&mut self, key: &str) {
+        if let Some(e) = self.entries.remove(key) {
+            self.bytes -= e.size;
+        }
+    }
+
+    fn evict_oldest(&mut self) {
+        let oldest = self
+            .entries
+            .iter()
+            .min_by_key(|(_, e)| e.stored_at)
+            .map(|(k, _)| k.clone());
+        if let Some(key) = oldest {
+            self.remove(&key);
+        }
+    }
+}
+
+/// Header and body bytes of a response.
+fn size_of(response: &Response) -> usize {
+    let headers: usize = response
+        .headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len())
+        .sum();
+    headers + response.body().len()
+}
+
+impl fmt::Debug for LastKnownGood {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let store = self.store.lock();
+        f.debug_struct("LastKnownGood")
+            .field("max_staleness", &self.max_staleness)
+            .field("max_entries", &self.max_entries)
+            .field("max_bytes", &self.max_bytes)
+            .field("entries", &store.entries.len())
+            .field("bytes", &store.bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An answer from [`call_or_stale`](super::GuardedRequest::call_or_stale):
+/// fresh from the vendor, or the last good one, marked stale.
+///
+/// Check [`is_fresh`](Self::is_fresh) (or match on
+/// [`freshness`](Self::freshness)) before acting on it.
+#[derive(Debug)]
+pub struct Served {
+    response: Arc<Response>,
+    freshness: Freshness,
+}
+
+impl Served {
+    /// The response.
+    pub fn response(&self) -> &Response {
+        &self.response
+    }
+
+    /// The response body.
+    pub fn body(&self) -> &[u8] {
+        self.response.body()
+    }
+
+    /// The response, shared with the cache.
+    pub fn into_response(self) -> Arc<Response> {
+        self.response
+    }
+
+    /// Fresh, or stale with its age and the reason.
+    pub fn freshness(&self) -> &Freshness {
+        &self.freshness
+    }
+
+    /// Whether the vendor just gave this answer.
+    pub fn is_fresh(&self) -> bool {
+        matches!(self.freshness, Freshness::Fresh)
+    }
+
+    /// Whether this is an older answer standing in for a fresh one.
+    pub fn is_stale(&self) -> bool {
+        !self.is_fresh()
+    }
+
+    /// How old the answer is: zero when fresh.
+    pub fn age(&self) -> Duration {
+        match self.freshness {
+            Freshness::Fresh => Duration::ZERO,
+            Freshness::Stale { age, .. } => age,
+        }
+    }
+
+    /// Why no fresh answer was had, when stale.
+    pub fn stale_reason(&self) -> Option<&StaleReason> {
+        match &self.freshness {
+            Freshness::Fresh => None,
+            Freshness::Stale { reason, .. } => Some(reason),
+        }
+    }
+}
+
+/// Whether an answer is fresh.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Freshness {
+    /// The vendor gave this answer to this call.
+    Fresh,
+    /// The last good answer, given by the vendor `age` ago.
+    Stale {
+        /// Time since the vendor gave it, on the cache's clock.
+        age: Duration,
+        /// Why there was no fresh answer.
+        reason: StaleReason,
+    },
+}
+
+/// Why a stale answer was served.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum StaleReason {
+    /// The breaker refused the call (open, forced open, or half-open with
+    /// its probe out): nothing was sent.
+    BreakerOpen(Rejected),
+    /// The call was made and the vendor failed (a failure by the
+    /// classifier: timeout, refused connection, 5xx, 429...).
+    ProviderError(Error),
+}
+
+impl fmt::Display for StaleReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StaleReason::BreakerOpen(r) => {
+                write!(f, "breaker open ({} {})", r.breaker(), r.state())
+            }
+            StaleReason::ProviderError(e) => write!(f, "provider error ({e})"),
+        }
+    }
+}
+
+/// Neither a fresh answer nor a stale one to serve: the call's error, and
+/// why no stale answer stood in.
+#[derive(Debug)]
+pub struct Unavailable {
+    error: CallError<Error>,
+    why: Why,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Why {
+    /// Not a `GET` or `HEAD`, or the request did not build.
+    NotKept,
+    /// The vendor answered with an error the classifier ignores (a 4xx).
+    VendorAnswered,
+    /// Nothing was kept for this request.
+    Missing,
+    /// The last good answer was older than `max_staleness`.
+    TooOld(Duration),
+}
+
+impl Unavailable {
+    /// The call's error: refused by the breaker, or failed.
+    pub fn error(&self) -> &CallError<Error> {
+        &self.error
+    }
+
+    /// The call's error, owned.
+    pub fn into_error(self) -> CallError<Error> {
+        self.error
+    }
+
+    /// When a last good answer was kept but was older than
+    /// `max_staleness`: its age. It has been dropped.
+    pub fn stale_age(&self) -> Option<Duration> {
+        match self.why {
+            Why::TooOld(age) => Some(age),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}; ", self.error)?;
+        match self.why {
+            Why::NotKept => f.write_str("no fallback for this request"),
+            Why::VendorAnswered => f.write_str("the vendor's answer stands, no fallback"),
+            Why::Missing => f.write_str("no last good answer to fall back on"),
+            Why::TooOld(age) => write!(f, "last good answer too old to serve ({age:?})"),
+        }
+    }
+}
+
+impl StdError for Unavailable {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(&self.error)
+    }
+}

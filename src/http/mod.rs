@@ -1,0 +1,61 @@
+//! HTTP vendors over `ureq` 3 (feature `http`, on by default).
+//!
+//! Three pieces, each usable alone:
+//!
+//! - [`HttpClassifier`] (and [`classifier`] for its defaults): which HTTP
+//!   outcomes count against a vendor. Timeouts, refused and reset
+//!   connections, DNS and TLS failures and 5xx do; 4xx never does; 429 does
+//!   by default, and its `Retry-After` keeps the breaker open at least that
+//!   long.
+//! - [`GuardedClient`]: an agent and its breaker, so that
+//!   `client.get(url).call()` goes through the breaker with no plumbing. It
+//!   refuses an agent without a timeout ([`AgentError`]).
+//! - [`LastKnownGood`]: the last good answer per request, served when the
+//!   breaker refuses or the vendor fails, and always marked: [`Served`] says
+//!   whether it is fresh, how old it is, and why ([`StaleReason`]).
+//!
+//! ```no_run
+//! use fusebox::http::{GuardedClient, LastKnownGood};
+//! use fusebox::{Breaker, CallPath};
+//! use std::time::Duration;
+//!
+//! let agent: ureq::Agent = ureq::Agent::config_builder()
+//!     .timeout_global(Some(Duration::from_millis(500)))
+//!     .http_status_as_error(false)
+//!     .build()
+//!     .into();
+//! let breaker = Breaker::builder("alt-data")
+//!     .call_path(CallPath::AltData)
+//!     .classifier(fusebox::http::classifier())
+//!     .build()?;
+//! let client = GuardedClient::new(agent, breaker)?;
+//! let cache = LastKnownGood::new(Duration::from_secs(60));
+//!
+//! match client.get("https://vendor.example/sentiment/AAPL").call_or_stale(&cache) {
+//!     Ok(answer) if answer.is_fresh() => println!("fresh: {} bytes", answer.body().len()),
+//!     Ok(answer) => println!(
+//!         "stale by {:?} ({}): size positions down",
+//!         answer.age(),
+//!         answer.stale_reason().unwrap()
+//!     ),
+//!     Err(unavailable) => println!("no data: {unavailable}"),
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! See `docs/http.md` for wiring a vendor step by step.
+
+mod classifier;
+mod client;
+mod error;
+mod fallback;
+mod retry_after;
+
+pub use classifier::{classifier, HttpClassifier, TooManyRequests};
+pub use client::{GuardedClient, GuardedRequest};
+pub use error::{AgentError, Error};
+pub use fallback::{Freshness, LastKnownGood, Served, StaleReason, Unavailable};
+
+/// A response with its body read into memory, as the guarded client
+/// returns it.
+pub type Response = ureq::http::Response<Vec<u8>>;
