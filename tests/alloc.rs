@@ -1,0 +1,202 @@
+//! The hot path does not allocate: a counting global allocator watches each
+//! kind of call after a warm-up.
+//!
+//! The count is per thread, so tests running in parallel do not see each
+//! other's allocations.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::hint::black_box;
+use std::io;
+use std::time::Duration;
+
+use fusebox::{Breaker, CallError, CallPath, Classifier, State};
+
+/// Forwards to the system allocator and counts allocations made by the
+/// current thread. (`unsafe` is needed to implement `GlobalAlloc`; the crate
+/// itself forbids it.)
+struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn count_one() {
+    // `try_with`: a thread being torn down may still allocate.
+    let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
+}
+
+// SAFETY: every method forwards to `System` with its arguments unchanged.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count_one();
+        // SAFETY: forwarded as is.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count_one();
+        // SAFETY: forwarded as is.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count_one();
+        // SAFETY: forwarded as is.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded as is.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations made by this thread while running `f` 1 000 times, after
+/// 100 runs of warm-up (the first clock read sets quanta's clock up).
+fn allocations(mut f: impl FnMut()) -> u64 {
+    for _ in 0..100 {
+        f();
+    }
+    let before = ALLOCATIONS.with(Cell::get);
+    for _ in 0..1_000 {
+        f();
+    }
+    ALLOCATIONS.with(Cell::get) - before
+}
+
+/// Long enough that an open breaker stays open for the whole test.
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn default_config() -> Breaker {
+    Breaker::builder("alloc")
+        .call_path(CallPath::ReferenceData)
+        .classifier(Classifier::every_error_is_a_failure())
+        .open_duration(HOUR)
+        .max_open_duration(HOUR)
+        .build()
+        .unwrap()
+}
+
+/// Consecutive failures only: no window.
+fn cheapest_config() -> Breaker {
+    Breaker::builder("alloc")
+        .call_path(CallPath::ReferenceData)
+        .classifier(Classifier::every_error_is_a_failure())
+        .failure_threshold(5)
+        .failure_rate_threshold(None)
+        .open_duration(HOUR)
+        .max_open_duration(HOUR)
+        .build()
+        .unwrap()
+}
+
+fn ok() -> Result<u64, io::Error> {
+    Ok(black_box(7))
+}
+
+fn timed_out() -> Result<u64, io::Error> {
+    Err(io::Error::from(io::ErrorKind::TimedOut))
+}
+
+fn open(breaker: Breaker) -> Breaker {
+    for _ in 0..5 {
+        let _ = breaker.call(timed_out);
+    }
+    assert_eq!(breaker.state(), State::Open);
+    breaker
+}
+
+#[test]
+fn the_counter_sees_an_allocation() {
+    // Guards every other test here: a counter that saw nothing would pass
+    // them all.
+    let n = allocations(|| {
+        black_box(Box::new(black_box(1_u64)));
+    });
+    assert_eq!(n, 1_000);
+}
+
+#[test]
+fn a_successful_call_on_a_closed_breaker_allocates_nothing() {
+    for breaker in [default_config(), cheapest_config()] {
+        let n = allocations(|| {
+            assert_eq!(breaker.call(ok).unwrap(), 7);
+        });
+        assert_eq!(n, 0);
+        assert_eq!(breaker.snapshot().totals.successes, 1_100);
+    }
+}
+
+#[test]
+fn a_call_reported_through_a_permit_allocates_nothing() {
+    let breaker = cheapest_config();
+    let n = allocations(|| {
+        let permit = breaker.try_acquire().unwrap();
+        permit.success();
+    });
+    assert_eq!(n, 0);
+}
+
+#[test]
+fn a_failed_call_allocates_nothing() {
+    for breaker in [default_config(), cheapest_config()] {
+        // One call in three fails: never five in a row, and a failure rate
+        // under one half, so the breaker stays closed throughout.
+        let mut i = 0_u32;
+        let n = allocations(|| {
+            i += 1;
+            let result = breaker.call(if i % 3 == 0 { timed_out } else { ok });
+            assert!(matches!(result, Err(CallError::Failed(_))) == (i % 3 == 0));
+        });
+        assert_eq!(n, 0);
+        assert_eq!(breaker.state(), State::Closed);
+        assert_eq!(breaker.snapshot().totals.failures, 366);
+    }
+}
+
+#[test]
+fn a_refused_call_on_an_open_breaker_allocates_nothing() {
+    for breaker in [open(default_config()), open(cheapest_config())] {
+        let n = allocations(|| {
+            let err = breaker.call(ok).unwrap_err();
+            assert!(matches!(err, CallError::Rejected(_)));
+        });
+        assert_eq!(n, 0);
+        assert_eq!(breaker.snapshot().totals.short_circuits, 1_100);
+    }
+}
+
+#[test]
+fn a_refused_call_on_a_forced_open_breaker_allocates_nothing() {
+    let breaker = cheapest_config();
+    breaker.force_open("ops", "vendor maintenance");
+    let n = allocations(|| {
+        assert!(breaker.call(ok).unwrap_err().is_rejected());
+    });
+    assert_eq!(n, 0);
+}
+
+#[test]
+fn a_snapshot_allocates_nothing() {
+    // Open, so the snapshot also copies the last state change.
+    let breaker = open(default_config());
+    let n = allocations(|| {
+        let snap = breaker.snapshot();
+        assert_eq!(snap.state, State::Open);
+        assert!(snap.last_transition.is_some());
+    });
+    assert_eq!(n, 0);
+
+    let breaker = cheapest_config();
+    breaker.force_open("ops", "vendor maintenance");
+    breaker.reset("ops", "maintenance over");
+    let n = allocations(|| {
+        let snap = breaker.snapshot();
+        assert_eq!(snap.last_transition.unwrap().reason.actor(), Some("ops"));
+    });
+    assert_eq!(n, 0);
+}
