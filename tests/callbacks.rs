@@ -1,0 +1,334 @@
+//! State-change delivery: the callback's arguments and order, callbacks that
+//! call the breaker back or panic, and bounded subscriptions.
+
+mod common;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
+
+use common::*;
+use fusebox::{Breaker, BreakerBuilder, CallPath, Classifier, Reason, State, StateChange};
+use quanta::{Clock, Mock};
+
+type Log = Arc<Mutex<Vec<StateChange>>>;
+
+fn base(clock: Clock) -> BreakerBuilder {
+    Breaker::builder("refdata")
+        .call_path(CallPath::ReferenceData)
+        .classifier(Classifier::failures_of::<Outage>())
+        .clock(clock)
+        .jitter(0.0)
+        .failure_rate_threshold(None)
+        .failure_threshold(1)
+        .open_duration(SEC)
+}
+
+fn transitions(log: &Log) -> Vec<(State, State)> {
+    log.lock().unwrap().iter().map(|c| (c.from, c.to)).collect()
+}
+
+#[test]
+fn the_callback_gets_name_from_to_reason_and_when_for_every_change_in_order() {
+    let (clock, mock) = Clock::mock();
+    let log: Log = Arc::default();
+    let sink = Arc::clone(&log);
+    let b = base(clock.clone())
+        .on_state_change(move |c| sink.lock().unwrap().push(c.clone()))
+        .build()
+        .unwrap();
+    let mut expected_at = Vec::new();
+    let mut mark = || expected_at.push(clock.now());
+
+    fail(&b).unwrap_err();
+    mark();
+    mock.increment(SEC);
+    mark();
+    fail(&b).unwrap_err(); // half-open, probe fails
+    mark();
+    mock.increment(2 * SEC);
+    mark();
+    succeed(&b).unwrap(); // half-open, probe closes
+    mark();
+    mock.increment(SEC);
+    b.force_open("alice", "maintenance");
+    mark();
+    mock.increment(SEC);
+    b.reset("bob", "done");
+    mark();
+
+    let log = log.lock().unwrap();
+    let got: Vec<_> = log
+        .iter()
+        .map(|c| (c.from, c.to, c.reason.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (
+                State::Closed,
+                State::Open,
+                Reason::ConsecutiveFailures { count: 1 }
+            ),
+            (State::Open, State::HalfOpen, Reason::OpenPeriodElapsed),
+            (State::HalfOpen, State::Open, Reason::ProbeFailed),
+            (State::Open, State::HalfOpen, Reason::OpenPeriodElapsed),
+            (
+                State::HalfOpen,
+                State::Closed,
+                Reason::ProbeSucceeded { successes: 1 }
+            ),
+            (
+                State::Closed,
+                State::ForcedOpen,
+                Reason::ForcedOpen {
+                    actor: "alice".into(),
+                    note: "maintenance".into()
+                }
+            ),
+            (
+                State::ForcedOpen,
+                State::Closed,
+                Reason::Reset {
+                    actor: "bob".into(),
+                    note: "done".into()
+                }
+            ),
+        ]
+    );
+    assert!(log.iter().all(|c| &*c.breaker == "refdata"));
+    assert_eq!(
+        log.iter().map(|c| c.seq).collect::<Vec<_>>(),
+        (1..=7).collect::<Vec<_>>()
+    );
+    assert_eq!(log.iter().map(|c| c.at).collect::<Vec<_>>(), expected_at);
+    assert_eq!(b.snapshot().last_transition.as_ref(), log.last());
+}
+
+/// A breaker whose callback can reach the breaker itself.
+fn reentrant(
+    react: impl Fn(&Breaker, &StateChange) + Send + Sync + 'static,
+) -> (Breaker, Arc<Mock>, Log) {
+    let (clock, mock) = Clock::mock();
+    let log: Log = Arc::default();
+    let sink = Arc::clone(&log);
+    let me: Arc<OnceLock<Breaker>> = Arc::default();
+    let me_in_callback = Arc::clone(&me);
+    let b = base(clock)
+        .on_state_change(move |c| {
+            sink.lock().unwrap().push(c.clone());
+            let b = me_in_callback.get().expect("set right after build");
+            react(b, c);
+        })
+        .build()
+        .unwrap();
+    me.set(b.clone()).unwrap();
+    (b, mock, log)
+}
+
+#[test]
+fn a_callback_can_read_the_breaker_it_is_called_for() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen_in_callback = Arc::clone(&seen);
+    let (b, mock, _log) = reentrant(move |b, c| {
+        let s = b.snapshot();
+        seen_in_callback
+            .lock()
+            .unwrap()
+            .push((c.to, b.state(), s.state, s.trips));
+    });
+    fail(&b).unwrap_err();
+    mock.increment(SEC);
+    succeed(&b).unwrap();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![
+            (State::Open, State::Open, State::Open, 1),
+            (State::HalfOpen, State::HalfOpen, State::HalfOpen, 1),
+            (State::Closed, State::Closed, State::Closed, 1),
+        ]
+    );
+}
+
+#[test]
+fn a_callback_can_force_open_and_reset_the_breaker_it_is_called_for() {
+    let (b, _mock, log) = reentrant(|b, c| match c.to {
+        State::Open => b.force_open("auto", "opened: hold for an operator"),
+        State::ForcedOpen if c.reason.actor() == Some("auto") => b.reset("auto", "released"),
+        _ => {}
+    });
+    fail(&b).unwrap_err();
+    assert_eq!(
+        transitions(&log),
+        vec![
+            (State::Closed, State::Open),
+            (State::Open, State::ForcedOpen),
+            (State::ForcedOpen, State::Closed),
+        ]
+    );
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(succeed(&b).unwrap(), 7);
+    let seqs: Vec<u64> = log.lock().unwrap().iter().map(|c| c.seq).collect();
+    assert_eq!(seqs, vec![1, 2, 3]);
+}
+
+#[test]
+fn a_callback_can_make_calls_through_the_breaker_it_is_called_for() {
+    let answers = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&answers);
+    let (b, mock, log) = reentrant(move |b, c| {
+        if c.to == State::Open {
+            sink.lock()
+                .unwrap()
+                .push(succeed(b).map_err(|e| e.is_rejected()));
+        }
+        if c.to == State::HalfOpen {
+            // The probe is out (held by the caller that moved it here).
+            sink.lock()
+                .unwrap()
+                .push(succeed(b).map_err(|e| e.is_rejected()));
+        }
+    });
+    fail(&b).unwrap_err();
+    mock.increment(SEC);
+    fail(&b).unwrap_err();
+    assert_eq!(
+        *answers.lock().unwrap(),
+        vec![Err(true), Err(true), Err(true)]
+    );
+    assert_eq!(
+        transitions(&log),
+        vec![
+            (State::Closed, State::Open),
+            (State::Open, State::HalfOpen),
+            (State::HalfOpen, State::Open),
+        ]
+    );
+}
+
+#[test]
+fn a_panicking_callback_changes_nothing() {
+    let (clock, mock) = Clock::mock();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&calls);
+    let panicky = base(clock.clone())
+        .on_state_change(move |c| {
+            seen.fetch_add(1, Ordering::SeqCst);
+            panic!("alerting is down ({c})");
+        })
+        .build()
+        .unwrap();
+    let plain = base(clock).build().unwrap();
+    let events = panicky.subscribe(64);
+
+    type Step<'a> = Box<dyn Fn(&Breaker) + 'a>;
+    let script: Vec<Step> = vec![
+        Box::new(|b| drop(fail(b))),
+        Box::new(|b| drop(succeed(b))),
+        Box::new(|_| mock.increment(SEC)),
+        Box::new(|b| drop(fail(b))),
+        Box::new(|_| mock.increment(2 * SEC)),
+        Box::new(|b| drop(succeed(b))),
+        Box::new(|b| drop(succeed(b))),
+        Box::new(|b| b.force_open("alice", "x")),
+        Box::new(|b| drop(succeed(b))),
+        Box::new(|b| b.reset("alice", "y")),
+        Box::new(|b| drop(fail(b))),
+    ];
+    for step in &script {
+        step(&panicky);
+        step(&plain);
+        assert_eq!(counters(&panicky.snapshot()), counters(&plain.snapshot()));
+    }
+    // It was called for every change, and every change still reached the
+    // subscriber after the panic.
+    let delivered: Vec<_> = std::iter::from_fn(|| events.try_recv()).collect();
+    assert_eq!(delivered.len(), 8);
+    assert_eq!(calls.load(Ordering::SeqCst), 8);
+    assert_eq!(panicky.state(), State::Open);
+}
+
+#[test]
+fn a_callback_that_panics_while_a_wrapped_call_unwinds_lets_the_first_panic_through() {
+    let (clock, _mock) = Clock::mock();
+    let b = base(clock)
+        .on_state_change(|_| panic!("callback panic"))
+        .build()
+        .unwrap();
+    let payload = catch_unwind(AssertUnwindSafe(|| {
+        let _ = b.call(|| -> Result<(), DepError> { panic!("call panic") });
+    }))
+    .unwrap_err();
+    assert_eq!(payload.downcast_ref::<&str>(), Some(&"call panic"));
+    assert_eq!(b.state(), State::Open);
+    assert!(refused(succeed(&b)).retry_after().is_some());
+}
+
+#[test]
+fn a_callback_that_blocks_does_not_block_other_callers() {
+    let (clock, _mock) = Clock::mock();
+    let log: Log = Arc::default();
+    let sink = Arc::clone(&log);
+    let (entered_tx, entered_rx) = mpsc::channel::<()>();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let release_rx = Mutex::new(release_rx);
+    let entered_tx = Mutex::new(entered_tx);
+    let b = base(clock)
+        .on_state_change(move |c| {
+            sink.lock().unwrap().push(c.clone());
+            if c.to == State::Open {
+                entered_tx.lock().unwrap().send(()).unwrap();
+                release_rx.lock().unwrap().recv().unwrap();
+            }
+        })
+        .build()
+        .unwrap();
+    std::thread::scope(|s| {
+        let tripper = s.spawn(|| fail(&b).unwrap_err());
+        entered_rx.recv().unwrap();
+        // The tripping thread is inside the callback. Everyone else carries on.
+        assert_eq!(refused(succeed(&b)).state(), State::Open);
+        let _ = b.snapshot();
+        b.reset("bob", "while the alert hangs");
+        assert_eq!(succeed(&b).unwrap(), 7);
+        assert_eq!(transitions(&log), vec![(State::Closed, State::Open)]);
+        release_tx.send(()).unwrap();
+        tripper.join().unwrap();
+    });
+    // The thread that was delivering also delivered the change queued meanwhile.
+    assert_eq!(
+        transitions(&log),
+        vec![(State::Closed, State::Open), (State::Open, State::Closed)]
+    );
+}
+
+#[test]
+fn a_slow_subscriber_loses_changes_rather_than_blocking_callers() {
+    let (clock, mock) = Clock::mock();
+    let b = base(clock).build().unwrap();
+    let slow = b.subscribe(2);
+    let fast = b.subscribe(64);
+    for _ in 0..5 {
+        fail(&b).unwrap_err(); // Closed -> Open
+        b.reset("ops", "again"); // Open -> Closed
+    }
+    assert_eq!(slow.dropped(), 8);
+    assert_eq!(fast.dropped(), 0);
+    let kept: Vec<_> = std::iter::from_fn(|| slow.try_recv()).collect();
+    assert_eq!(
+        kept.iter().map(|c| c.seq).collect::<Vec<_>>(),
+        vec![1, 2],
+        "the oldest are kept"
+    );
+    assert_eq!(std::iter::from_fn(|| fast.try_recv()).count(), 10);
+    // Once drained, it receives again.
+    fail(&b).unwrap_err();
+    let next = slow.try_recv().unwrap();
+    assert_eq!((next.to, next.seq), (State::Open, 11));
+    // A subscriber that hung up is forgotten without disturbing anyone.
+    drop(fast);
+    mock.increment(SEC);
+    succeed(&b).unwrap();
+    assert_eq!(slow.try_recv().unwrap().to, State::HalfOpen);
+    assert_eq!(slow.try_recv().unwrap().to, State::Closed);
+}

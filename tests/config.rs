@@ -1,0 +1,299 @@
+//! build() refuses every invalid configuration with a typed error naming the
+//! field, and refuses the call paths a breaker must not stand on.
+
+use std::time::Duration;
+
+use fusebox::{Breaker, BreakerBuilder, CallPath, Classifier, ConfigError, LatencyTrip};
+
+fn valid() -> BreakerBuilder {
+    Breaker::builder("refdata")
+        .call_path(CallPath::ReferenceData)
+        .classifier(Classifier::every_error_is_a_failure())
+}
+
+#[track_caller]
+fn refused_for(builder: BreakerBuilder, field: &str) -> ConfigError {
+    match builder.build() {
+        Ok(b) => panic!("built {b:?}; expected `{field}` to be refused"),
+        Err(e) => {
+            assert_eq!(e.field(), field, "{e}");
+            if !matches!(e, ConfigError::ForbiddenCallPath { .. }) {
+                assert!(
+                    e.to_string().contains(field),
+                    "the message names the field: {e}"
+                );
+            }
+            e
+        }
+    }
+}
+
+#[test]
+fn the_defaults_build() {
+    let b = valid().build().unwrap();
+    assert_eq!(b.name(), "refdata");
+    assert_eq!(b.call_path(), CallPath::ReferenceData);
+    assert_eq!(b.state(), fusebox::State::Closed);
+}
+
+#[test]
+fn refuses_order_cancel_kill_switch_and_risk_check_paths() {
+    for path in [
+        CallPath::OrderSubmission,
+        CallPath::OrderCancel,
+        CallPath::KillSwitch,
+        CallPath::RiskCheck,
+    ] {
+        let e = refused_for(valid().call_path(path), "call_path");
+        assert!(e.to_string().contains(path.as_str()), "{e}");
+        match e {
+            ConfigError::ForbiddenCallPath { path: p, why } => {
+                assert_eq!(p, path);
+                assert!(!why.is_empty());
+            }
+            other => panic!("{path}: {other:?}"),
+        }
+        // However it is configured otherwise.
+        refused_for(
+            valid().call_path(path).failure_threshold(1).jitter(0.0),
+            "call_path",
+        );
+    }
+}
+
+#[test]
+fn accepts_the_optional_paths() {
+    for path in [
+        CallPath::ReferenceData,
+        CallPath::HistoricalData,
+        CallPath::AltData,
+        CallPath::Enrichment,
+        CallPath::Other("fx-fixings"),
+    ] {
+        let b = valid().call_path(path).build().unwrap();
+        assert_eq!(b.call_path(), path);
+    }
+}
+
+#[test]
+fn requires_a_call_path_and_a_classifier() {
+    let no_path = Breaker::builder("x").classifier(Classifier::every_error_is_a_failure());
+    assert!(matches!(
+        refused_for(no_path, "call_path"),
+        ConfigError::Missing { .. }
+    ));
+    let no_classifier = Breaker::builder("x").call_path(CallPath::AltData);
+    assert!(matches!(
+        refused_for(no_classifier, "classifier"),
+        ConfigError::Missing { .. }
+    ));
+}
+
+#[test]
+fn refuses_every_invalid_setting_naming_the_field() {
+    let s = Duration::from_secs(1);
+    let cases: Vec<(BreakerBuilder, &str)> = vec![
+        (valid().failure_threshold(0), "failure_threshold"),
+        (
+            Breaker::builder("")
+                .call_path(CallPath::AltData)
+                .classifier(Classifier::every_error_is_a_failure()),
+            "name",
+        ),
+        (
+            Breaker::builder("  ")
+                .call_path(CallPath::AltData)
+                .classifier(Classifier::every_error_is_a_failure()),
+            "name",
+        ),
+        (valid().failure_window(Duration::ZERO), "failure_window"),
+        (
+            valid().failure_window(Duration::from_micros(999)),
+            "failure_window",
+        ),
+        (
+            valid().window_failure_threshold(0),
+            "window_failure_threshold",
+        ),
+        (
+            valid().failure_rate_threshold(0.0),
+            "failure_rate_threshold",
+        ),
+        (
+            valid().failure_rate_threshold(-0.5),
+            "failure_rate_threshold",
+        ),
+        (
+            valid().failure_rate_threshold(1.01),
+            "failure_rate_threshold",
+        ),
+        (
+            valid().failure_rate_threshold(f64::NAN),
+            "failure_rate_threshold",
+        ),
+        (
+            valid().failure_rate_threshold(f64::INFINITY),
+            "failure_rate_threshold",
+        ),
+        (valid().minimum_calls(0), "minimum_calls"),
+        (
+            valid().slow_call_duration(Duration::ZERO),
+            "slow_call_duration",
+        ),
+        (
+            valid().slow_call_duration(s).slow_call_rate_threshold(0.0),
+            "slow_call_rate_threshold",
+        ),
+        (
+            valid().slow_call_duration(s).slow_call_rate_threshold(1.5),
+            "slow_call_rate_threshold",
+        ),
+        (
+            valid()
+                .slow_call_duration(s)
+                .slow_call_rate_threshold(f64::NAN),
+            "slow_call_rate_threshold",
+        ),
+        (valid().slow_call_rate_threshold(0.5), "slow_call_duration"),
+        (valid().open_duration(Duration::ZERO), "open_duration"),
+        (valid().backoff_multiplier(0.99), "backoff_multiplier"),
+        (valid().backoff_multiplier(-2.0), "backoff_multiplier"),
+        (valid().backoff_multiplier(f64::NAN), "backoff_multiplier"),
+        (
+            valid().backoff_multiplier(f64::INFINITY),
+            "backoff_multiplier",
+        ),
+        (
+            valid().open_duration(10 * s).max_open_duration(9 * s),
+            "max_open_duration",
+        ),
+        (valid().jitter(-0.01), "jitter"),
+        (valid().jitter(1.01), "jitter"),
+        (valid().jitter(f64::NAN), "jitter"),
+        (valid().half_open_max_calls(0), "half_open_max_calls"),
+        (valid().half_open_max_calls(1025), "half_open_max_calls"),
+        (
+            valid().half_open_success_threshold(0),
+            "half_open_success_threshold",
+        ),
+        (
+            valid().max_probe_duration(Duration::ZERO),
+            "max_probe_duration",
+        ),
+        (
+            valid().latency_trip(LatencyTrip::new().percentile(0.0)),
+            "latency_trip.percentile",
+        ),
+        (
+            valid().latency_trip(LatencyTrip::new().percentile(1.5)),
+            "latency_trip.percentile",
+        ),
+        (
+            valid().latency_trip(LatencyTrip::new().threshold(Duration::ZERO)),
+            "latency_trip.threshold",
+        ),
+        (
+            valid().latency_trip(LatencyTrip::new().consecutive_windows(0)),
+            "latency_trip.consecutive_windows",
+        ),
+        (
+            valid().latency_trip(LatencyTrip::new().error_rate(1.5)),
+            "latency_trip.error_rate",
+        ),
+        (
+            valid().latency_trip(LatencyTrip::new().minimum_samples(0)),
+            "latency_trip.minimum_samples",
+        ),
+        (
+            valid().latency_trip(LatencyTrip::new().capacity(0)),
+            "latency_trip.capacity",
+        ),
+        // Every trip condition off: the breaker could never open.
+        (
+            valid()
+                .failure_threshold(None)
+                .failure_rate_threshold(None)
+                .window_failure_threshold(None)
+                .slow_call_rate_threshold(None)
+                .latency_trip(None),
+            "failure_threshold",
+        ),
+    ];
+    for (builder, field) in cases {
+        let e = refused_for(builder, field);
+        assert!(
+            matches!(e, ConfigError::Invalid { .. } | ConfigError::Missing { .. }),
+            "{e:?}"
+        );
+    }
+}
+
+#[test]
+fn accepts_the_edges_of_every_range() {
+    let s = Duration::from_secs(1);
+    let edges = [
+        valid().failure_threshold(1),
+        valid().failure_window(Duration::from_millis(1)),
+        valid().window_failure_threshold(1),
+        valid().failure_rate_threshold(1.0),
+        valid().failure_rate_threshold(f64::MIN_POSITIVE),
+        valid().minimum_calls(1),
+        valid().slow_call_duration(Duration::from_nanos(1)),
+        valid().slow_call_duration(s).slow_call_rate_threshold(1.0),
+        valid().open_duration(Duration::from_nanos(1)),
+        valid().backoff_multiplier(1.0),
+        valid().open_duration(s).max_open_duration(s),
+        valid().jitter(0.0),
+        valid().jitter(1.0),
+        valid().half_open_max_calls(1),
+        valid().half_open_max_calls(1024),
+        valid().half_open_success_threshold(1),
+        valid().max_probe_duration(Duration::from_nanos(1)),
+        valid()
+            .open_duration(Duration::MAX)
+            .max_open_duration(Duration::MAX),
+        valid().failure_window(Duration::MAX),
+        // One condition on is enough, whichever it is.
+        valid()
+            .failure_threshold(None)
+            .failure_rate_threshold(None)
+            .window_failure_threshold(2),
+        valid()
+            .failure_threshold(None)
+            .failure_rate_threshold(None)
+            .latency_trip(LatencyTrip::new()),
+        valid()
+            .failure_threshold(None)
+            .failure_rate_threshold(None)
+            .slow_call_duration(s)
+            .slow_call_rate_threshold(0.5),
+    ];
+    for (i, builder) in edges.into_iter().enumerate() {
+        if let Err(e) = builder.build() {
+            panic!("edge case {i} refused: {e}");
+        }
+    }
+}
+
+#[test]
+fn extreme_but_valid_durations_do_not_overflow() {
+    let (clock, mock) = quanta::Clock::mock();
+    let b = valid()
+        .clock(clock)
+        .failure_threshold(1)
+        .failure_window(Duration::MAX)
+        .window_failure_threshold(3)
+        .open_duration(Duration::MAX)
+        .max_open_duration(Duration::MAX)
+        .backoff_multiplier(1e300)
+        .max_probe_duration(Duration::MAX)
+        .jitter(0.0)
+        .build()
+        .unwrap();
+    let _ = b.call(|| Err::<(), _>(std::io::Error::other("down")));
+    assert_eq!(b.state(), fusebox::State::Open);
+    mock.increment(Duration::from_secs(10 * 365 * 86_400));
+    let rej = b.try_acquire().unwrap_err();
+    assert_eq!(rej.state(), fusebox::State::Open);
+    assert!(rej.retry_after().unwrap() > Duration::from_secs(100 * 365 * 86_400));
+}
