@@ -1,0 +1,237 @@
+//! Many threads at once: exactly one probe at the instant the open period
+//! ends, exact counts, one trip per outage, and an unbroken chain of state
+//! changes.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+
+use common::*;
+use fusebox::{Breaker, Permit, State, StateChange};
+
+fn assert_send_sync_clone<T: Send + Sync + Clone + 'static>() {}
+
+#[test]
+fn a_breaker_is_shared_between_threads() {
+    assert_send_sync_clone::<Breaker>();
+    fn assert_send<T: Send>() {}
+    assert_send::<Permit<'static>>();
+}
+
+#[test]
+fn sixty_four_threads_at_the_end_of_the_open_period_admit_exactly_one_probe() {
+    const THREADS: usize = 64;
+    const ROUNDS: usize = 1_000;
+    let (builder, mock) = quiet("refdata");
+    let b = builder
+        .failure_threshold(1)
+        .open_duration(SEC)
+        .backoff_multiplier(1.0)
+        .build()
+        .unwrap();
+    trip(&b, 1);
+    let start = Barrier::new(THREADS + 1);
+    let done = Barrier::new(THREADS + 1);
+    let admitted = AtomicUsize::new(0);
+    let refused_half_open = AtomicUsize::new(0);
+    let refused_otherwise = AtomicUsize::new(0);
+    let probe: Mutex<Option<Permit<'_>>> = Mutex::new(None);
+    std::thread::scope(|s| {
+        for _ in 0..THREADS {
+            s.spawn(|| {
+                for _ in 0..ROUNDS {
+                    start.wait();
+                    match b.try_acquire() {
+                        Ok(p) => {
+                            admitted.fetch_add(1, Ordering::SeqCst);
+                            assert!(p.is_probe());
+                            // Held until every thread has tried.
+                            *probe.lock().unwrap() = Some(p);
+                        }
+                        Err(r) if r.state() == State::HalfOpen && r.retry_after().is_none() => {
+                            refused_half_open.fetch_add(1, Ordering::SeqCst);
+                        }
+                        Err(_) => {
+                            refused_otherwise.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                    done.wait();
+                }
+            });
+        }
+        for round in 0..ROUNDS {
+            // One nanosecond early, nothing goes.
+            mock.increment(SEC - NS);
+            let early = b.try_acquire().unwrap_err();
+            assert_eq!(
+                (early.state(), early.retry_after()),
+                (State::Open, Some(NS))
+            );
+            mock.increment(NS);
+            start.wait();
+            done.wait();
+            assert_eq!(
+                (
+                    admitted.swap(0, Ordering::SeqCst),
+                    refused_half_open.swap(0, Ordering::SeqCst),
+                    refused_otherwise.swap(0, Ordering::SeqCst),
+                ),
+                (1, THREADS - 1, 0),
+                "round {round}"
+            );
+            let p = probe.lock().unwrap().take().expect("the probe was held");
+            if round % 2 == 0 {
+                p.failure();
+            } else {
+                p.success();
+                assert_eq!(b.state(), State::Closed);
+                fail(&b).unwrap_err();
+            }
+            assert_eq!(b.state(), State::Open, "round {round}");
+        }
+    });
+    let s = b.snapshot();
+    assert_eq!(s.trips as usize, 1 + ROUNDS);
+    assert_eq!(
+        s.totals.short_circuits as usize,
+        ROUNDS * THREADS,
+        "63 half-open refusals and one early refusal per round"
+    );
+}
+
+#[test]
+fn counts_are_exact_under_contention() {
+    const THREADS: u64 = 8;
+    const CALLS: u64 = 5_000;
+    let (builder, _mock) = quiet("refdata");
+    let b = builder.failure_threshold(u32::MAX).build().unwrap();
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let b = &b;
+            s.spawn(move || {
+                for i in 0..CALLS {
+                    match (t + i) % 3 {
+                        0 => drop(succeed(b)),
+                        1 => drop(fail(b)),
+                        _ => drop(business(b)),
+                    }
+                }
+            });
+        }
+    });
+    let t = b.snapshot().totals;
+    assert_eq!(t.calls, THREADS * CALLS);
+    assert_eq!(t.successes + t.failures + t.ignored, THREADS * CALLS);
+    let per_kind = |k: u64| {
+        (0..THREADS)
+            .map(|t| (0..CALLS).filter(|i| (t + i) % 3 == k).count() as u64)
+            .sum::<u64>()
+    };
+    assert_eq!(
+        (t.successes, t.failures, t.ignored),
+        (per_kind(0), per_kind(1), per_kind(2))
+    );
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[test]
+fn concurrent_failures_open_it_exactly_once() {
+    const THREADS: usize = 8;
+    let opened = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&opened);
+    let (builder, _mock) = quiet("refdata");
+    let b = builder
+        .failure_threshold(10)
+        .on_state_change(move |c| {
+            assert_eq!((c.from, c.to), (State::Closed, State::Open));
+            seen.fetch_add(1, Ordering::SeqCst);
+        })
+        .build()
+        .unwrap();
+    let start = Barrier::new(THREADS);
+    std::thread::scope(|s| {
+        for _ in 0..THREADS {
+            s.spawn(|| {
+                start.wait();
+                for _ in 0..200 {
+                    let _ = fail(&b);
+                }
+            });
+        }
+    });
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(opened.load(Ordering::SeqCst), 1);
+    let s = b.snapshot();
+    assert_eq!(s.trips, 1);
+    assert_eq!(
+        s.totals.calls + s.totals.short_circuits,
+        (THREADS * 200) as u64
+    );
+}
+
+#[test]
+fn state_changes_form_one_unbroken_chain_under_contention() {
+    const THREADS: usize = 4;
+    const STEPS: usize = 3_000;
+    let changes: Arc<Mutex<Vec<StateChange>>> = Arc::default();
+    let sink = Arc::clone(&changes);
+    let (builder, mock) = quiet("refdata");
+    let b = builder
+        .failure_threshold(2)
+        .open_duration(MS)
+        .max_open_duration(4 * MS)
+        .max_probe_duration(3 * MS)
+        .half_open_max_calls(2)
+        .on_state_change(move |c| sink.lock().unwrap().push(c.clone()))
+        .build()
+        .unwrap();
+    let subscription = b.subscribe(1 << 16);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (b, mock) = (&b, &mock);
+            s.spawn(move || {
+                let mut x = t as u64 + 1;
+                for _ in 0..STEPS {
+                    // xorshift: a cheap, deterministic per-thread sequence.
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    match x % 100 {
+                        0 => b.force_open("ops", "stress"),
+                        1..=2 => b.reset("ops", "stress"),
+                        3..=40 => mock.increment(MS / 2),
+                        41..=60 => drop(succeed(b)),
+                        61..=95 => drop(fail(b)),
+                        _ => {
+                            if let Ok(p) = b.try_acquire() {
+                                std::mem::forget(p);
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let changes = changes.lock().unwrap();
+    assert!(
+        changes.len() > 100,
+        "the stress produced {} changes",
+        changes.len()
+    );
+    for (i, pair) in changes.windows(2).enumerate() {
+        assert_eq!(
+            pair[1].seq,
+            pair[0].seq + 1,
+            "change {i}: delivered in order, once"
+        );
+        assert_eq!(
+            pair[1].from, pair[0].to,
+            "change {i}: each starts where the last ended"
+        );
+    }
+    assert_eq!(changes[0].seq, 1);
+    assert_eq!(changes.last().unwrap().to, b.snapshot().state);
+    let streamed: Vec<_> = std::iter::from_fn(|| subscription.try_recv()).collect();
+    assert_eq!(streamed, *changes, "subscribers see the same sequence");
+}
