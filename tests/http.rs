@@ -562,3 +562,127 @@ fn retry_after_is_honoured_up_to_the_cap() {
     assert_eq!(c.verdict_for_status(404, Some(secs(5))), Verdict::Ignore);
     assert_eq!(c.verdict_for_status(200, None), Verdict::Ignore);
 }
+
+// --- the hot path ------------------------------------------------------
+
+/// Counts allocations made by the current thread, so that the server's
+/// threads and parallel tests do not show up. (`unsafe` is needed to
+/// implement `GlobalAlloc`; the crate itself forbids it.)
+mod counting {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    pub(super) struct Counting;
+
+    thread_local! {
+        static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    fn count_one() {
+        // `try_with`: a thread being torn down may still allocate.
+        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
+    }
+
+    /// Allocations made by this thread while running `f`.
+    pub(super) fn allocations(f: impl FnOnce()) -> u64 {
+        let before = ALLOCATIONS.with(Cell::get);
+        f();
+        ALLOCATIONS.with(Cell::get) - before
+    }
+
+    // SAFETY: every method forwards to `System` with its arguments unchanged.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            count_one();
+            // SAFETY: forwarded as is.
+            unsafe { System.alloc(layout) }
+        }
+
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            count_one();
+            // SAFETY: forwarded as is.
+            unsafe { System.alloc_zeroed(layout) }
+        }
+
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            count_one();
+            // SAFETY: forwarded as is.
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: forwarded as is.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+    }
+
+    #[global_allocator]
+    static GLOBAL: Counting = Counting;
+}
+
+#[test]
+fn a_guarded_call_allocates_no_more_than_the_bare_request() {
+    let server = HttpServer::start();
+    server.reply(Reply::ok("ESZ6 tick=0.25"));
+    let url = server.url("/instruments/ESZ6");
+    let (client, _clock, _mock) = mocked_client(breaker());
+    let bare = agent(TIMEOUT);
+
+    // The same work without the breaker: send, read the body, keep it.
+    let bare_call = || {
+        let response = bare.get(&url).call().unwrap();
+        let (parts, body) = response.into_parts();
+        let bytes = body
+            .into_with_config()
+            .limit(10 * 1024 * 1024)
+            .read_to_vec()
+            .unwrap();
+        std::hint::black_box(ureq::http::Response::from_parts(parts, bytes));
+    };
+    let guarded_call = || {
+        std::hint::black_box(client.get(&url).call().unwrap());
+    };
+    for _ in 0..3 {
+        bare_call();
+        guarded_call();
+    }
+    // The median of 21 calls: how the body's bytes happen to arrive can
+    // change a call's count by a reallocation either way.
+    let median = |call: &dyn Fn()| {
+        let mut counts: Vec<u64> = (0..21).map(|_| counting::allocations(call)).collect();
+        counts.sort_unstable();
+        counts[10]
+    };
+    let (bare, guarded) = (median(&bare_call), median(&guarded_call));
+    println!("allocations per call (median): bare request {bare}, guarded {guarded}");
+    assert!(guarded <= bare, "guarded {guarded} > bare {bare}");
+}
+
+#[test]
+fn a_rejected_call_allocates_only_the_request_builder() {
+    let server = HttpServer::start();
+    server.reply(Reply::status(500));
+    let url = server.url("/instruments/ESZ6");
+    let (client, _clock, _mock) = mocked_client(breaker());
+    let _ = client.get(&url).call();
+    let _ = client.get(&url).call();
+    assert_eq!(client.breaker().state(), State::Open);
+
+    let bare = agent(TIMEOUT);
+    let build_only = || {
+        std::hint::black_box(bare.get(&url));
+    };
+    let rejected = || {
+        assert!(client.get(&url).call().unwrap_err().is_rejected());
+    };
+    build_only();
+    rejected();
+    let builder = counting::allocations(build_only);
+    let rejection = counting::allocations(rejected);
+    println!("allocations per rejection: {rejection}, building the request alone: {builder}");
+    assert!(
+        rejection <= builder,
+        "rejection {rejection} > builder {builder}"
+    );
+    assert_eq!(server.requests(), 2);
+}
