@@ -352,6 +352,29 @@ fn refuses_a_second_probe_while_the_first_is_out() {
     assert_eq!(client.breaker().state(), State::Closed);
 }
 
+#[test]
+fn an_operator_override_on_the_clients_breaker_stops_requests() {
+    let server = HttpServer::start();
+    let (client, clock, _mock) = mocked_client(breaker());
+    let cache = LastKnownGood::new(Duration::from_secs(60)).clock(clock);
+    let url = server.url("/instruments/ESZ6");
+    assert!(client.get(&url).call_or_stale(&cache).unwrap().is_fresh());
+
+    client
+        .breaker()
+        .force_open("ops", "vendor maintenance window");
+    let answer = client.get(&url).call_or_stale(&cache).unwrap();
+    assert!(matches!(
+        answer.stale_reason(),
+        Some(StaleReason::BreakerOpen(r)) if r.state() == State::ForcedOpen
+    ));
+    assert_eq!(server.requests(), 1);
+
+    client.breaker().reset("ops", "maintenance over");
+    assert!(client.get(&url).call_or_stale(&cache).unwrap().is_fresh());
+    assert_eq!(server.requests(), 2);
+}
+
 // --- the last-known-good fallback --------------------------------------
 
 #[test]
@@ -474,6 +497,25 @@ fn keeps_at_most_max_entries_and_max_bytes() {
     assert!(client.get(server.url("/a")).call_or_stale(&cache).is_err());
     assert!(client.get(server.url("/b")).call_or_stale(&cache).is_ok());
     assert!(client.get(server.url("/c")).call_or_stale(&cache).is_ok());
+
+    // The byte budget: room for two answers of this size, not three.
+    server.restart();
+    let one = {
+        let probe = LastKnownGood::new(Duration::from_secs(60)).clock(clock.clone());
+        let _ = client.get(server.url("/a")).call_or_stale(&probe).unwrap();
+        probe.bytes()
+    };
+    let two = LastKnownGood::new(Duration::from_secs(60))
+        .max_bytes(2 * one + one / 2)
+        .clock(clock.clone());
+    for path in ["/a", "/b", "/c"] {
+        let _ = client.get(server.url(path)).call_or_stale(&two).unwrap();
+        mock.increment(Duration::from_millis(10));
+    }
+    assert_eq!((two.len(), two.bytes()), (2, 2 * one));
+    server.stop();
+    assert!(client.get(server.url("/a")).call_or_stale(&two).is_err());
+    assert!(client.get(server.url("/c")).call_or_stale(&two).is_ok());
 
     // An answer bigger than the byte budget is not kept at all.
     server.restart();
