@@ -233,7 +233,11 @@ impl Machine {
         }
         t.slow += u64::from(slow);
         if let Outcome::Throttled(d) = outcome {
-            self.throttle_until = self.throttle_until.max(now.saturating_add(nanos(d)));
+            // Only a current call's request to back off is honoured: a
+            // straggler must not lengthen an outage it was not part of.
+            if self.is_current(ticket) {
+                self.throttle_until = self.throttle_until.max(now.saturating_add(nanos(d)));
+            }
         }
         match ticket {
             Ticket::Closed { generation }
@@ -259,6 +263,19 @@ impl Machine {
             // Admitted before the state last changed: it counts in the
             // totals only.
             _ => None,
+        }
+    }
+
+    /// Whether `ticket` was admitted in the current closed period or as one
+    /// of the current probes.
+    fn is_current(&self, ticket: Ticket) -> bool {
+        match ticket {
+            Ticket::Closed { generation } => {
+                self.state == State::Closed && generation == self.generation
+            }
+            Ticket::Probe { id } => {
+                self.state == State::HalfOpen && self.probes.iter().flatten().any(|p| p.id == id)
+            }
         }
     }
 

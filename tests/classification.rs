@@ -10,7 +10,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
 use common::*;
-use fusebox::{Breaker, CallError, Classifier, Rejected, State, Verdict};
+use fusebox::{Breaker, CallError, Classifier, Outcome, Rejected, State, Verdict};
 
 /// A breaker with every counter in play: consecutive failures, the window,
 /// both rates, slow calls.
@@ -287,4 +287,41 @@ fn an_inner_failure_still_counts_against_the_outer_breaker() {
         Err(CallError::Failed(AppError(CallError::Failed(_))))
     ));
     assert_eq!(outer.state(), State::Open, "the dependency really failed");
+}
+
+#[test]
+fn a_straggler_throttled_before_a_reset_does_not_lengthen_the_next_outage() {
+    let (b, _mock) = consecutive(1);
+    let straggler = b.try_acquire().unwrap();
+    b.reset("ops", "vendor fixed");
+    straggler.record(Outcome::Throttled(Duration::from_secs(3_600)));
+    assert_eq!(b.state(), State::Closed, "a stale answer decides nothing");
+    assert_eq!(b.snapshot().totals.failures, 1, "but it is in the totals");
+    fail(&b).unwrap_err();
+    assert_eq!(b.snapshot().retry_after, Some(10 * SEC));
+}
+
+#[test]
+fn a_straggler_throttled_while_open_does_not_lengthen_the_next_open_period() {
+    let (b, mock) = consecutive(1);
+    let straggler = b.try_acquire().unwrap();
+    trip(&b, 1);
+    straggler.record(Outcome::Throttled(Duration::from_secs(3_600)));
+    assert_eq!(b.snapshot().retry_after, Some(10 * SEC));
+    mock.increment(10 * SEC);
+    fail(&b).unwrap_err();
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(b.snapshot().retry_after, Some(20 * SEC));
+}
+
+#[test]
+fn a_throttled_probe_holds_the_breaker_open_for_the_time_asked() {
+    let (b, mock) = consecutive(1);
+    trip(&b, 1);
+    mock.increment(10 * SEC);
+    b.try_acquire()
+        .unwrap()
+        .record(Outcome::Throttled(Duration::from_secs(600)));
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(b.snapshot().retry_after, Some(600 * SEC));
 }
