@@ -65,12 +65,16 @@ pub struct LastKnownGood {
 struct Store {
     entries: HashMap<String, Entry>,
     bytes: usize,
+    /// Filing order, so that the oldest entry is well defined even when
+    /// the clock has not moved (a mock clock).
+    filed: u64,
 }
 
 struct Entry {
     response: Arc<Response>,
     stored_at: quanta::Instant,
     size: usize,
+    filed: u64,
 }
 
 impl LastKnownGood {
@@ -202,10 +206,12 @@ impl LastKnownGood {
             store.remove(&key);
             return;
         }
+        store.filed += 1;
         let entry = Entry {
             response,
             stored_at: now,
             size,
+            filed: store.filed,
         };
         store.bytes += size;
         if let Some(old) = store.entries.insert(key, entry) {
@@ -228,7 +234,7 @@ impl Store {
         let oldest = self
             .entries
             .iter()
-            .min_by_key(|(_, e)| e.stored_at)
+            .min_by_key(|(_, e)| e.filed)
             .map(|(k, _)| k.clone());
         if let Some(key) = oldest {
             self.remove(&key);
