@@ -399,3 +399,29 @@ fn every_trip_condition_is_independent() {
     assert_eq!(b.snapshot().window_calls, 0, "no window is kept");
     trip(&b, 4);
 }
+
+#[test]
+fn a_failure_counts_for_the_whole_window_and_at_most_a_ninth_longer() {
+    for offset_ms in [0u64, 1, 500, 999] {
+        let (builder, mock) = quiet("refdata");
+        let b = builder
+            .failure_window(9 * SEC)
+            .window_failure_threshold(5)
+            .build()
+            .unwrap();
+        mock.increment(Duration::from_millis(offset_ms));
+        fail(&b).unwrap_err();
+        mock.increment(9 * SEC);
+        assert_eq!(
+            b.snapshot().window_failures,
+            1,
+            "exactly one window old (offset {offset_ms} ms)"
+        );
+        mock.increment(SEC);
+        assert_eq!(
+            b.snapshot().window_failures,
+            0,
+            "a ninth of the window later (offset {offset_ms} ms)"
+        );
+    }
+}
