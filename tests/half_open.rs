@@ -177,7 +177,7 @@ fn a_probe_held_by_a_hung_thread_expires_and_its_late_answer_decides_nothing() {
     let (release_tx, release_rx) = mpsc::channel::<()>();
     std::thread::scope(|s| {
         let shared = &b;
-        s.spawn(move || {
+        let hung = s.spawn(move || {
             let probe = shared.try_acquire().unwrap();
             admitted_tx.send(probe.is_probe()).unwrap();
             // Hangs until the test lets it go, then reports success.
@@ -193,10 +193,8 @@ fn a_probe_held_by_a_hung_thread_expires_and_its_late_answer_decides_nothing() {
         let probe = b.try_acquire().unwrap();
         assert!(probe.is_probe());
         release_tx.send(()).unwrap();
-        // (the scope joins the thread at its end; wait for it here)
-        while b.snapshot().totals.successes == 0 {
-            std::thread::yield_now();
-        }
+        hung.join().unwrap();
+        assert_eq!(b.snapshot().totals.successes, 1);
         assert_eq!(
             b.state(),
             State::HalfOpen,
