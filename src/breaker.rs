@@ -436,19 +436,24 @@ impl Breaker {
         }
     }
 
+    /// Runs the user's code for one change: the log sink, then the callback.
+    /// A panic in either is caught, so that it never reaches the caller and
+    /// never leaves `dispatching` set (which would end every later delivery).
     fn deliver(&self, change: &StateChange) {
-        match change.to {
+        let _ = catch_unwind(AssertUnwindSafe(|| match change.to {
             State::Open | State::ForcedOpen => log::warn!("{change}"),
             State::Closed | State::HalfOpen => log::info!("{change}"),
-        }
+        }));
         if let Some(cb) = &self.inner.on_change {
             if catch_unwind(AssertUnwindSafe(|| cb(change))).is_err() {
-                log::error!(
-                    "breaker `{}`: on_state_change panicked on {} -> {}; the breaker is unaffected",
-                    change.breaker,
-                    change.from,
-                    change.to
-                );
+                let _ = catch_unwind(AssertUnwindSafe(|| {
+                    log::error!(
+                        "breaker `{}`: on_state_change panicked on {} -> {}; the breaker is unaffected",
+                        change.breaker,
+                        change.from,
+                        change.to
+                    )
+                }));
             }
         }
         publish(&self.inner.subscribers, change);

@@ -14,7 +14,11 @@ use quanta::{Clock, Mock};
 type Log = Arc<Mutex<Vec<StateChange>>>;
 
 fn base(clock: Clock) -> BreakerBuilder {
-    Breaker::builder("refdata")
+    named("refdata", clock)
+}
+
+fn named(name: &str, clock: Clock) -> BreakerBuilder {
+    Breaker::builder(name)
         .call_path(CallPath::ReferenceData)
         .classifier(Classifier::failures_of::<Outage>())
         .clock(clock)
@@ -331,4 +335,67 @@ fn a_slow_subscriber_loses_changes_rather_than_blocking_callers() {
     succeed(&b).unwrap();
     assert_eq!(slow.try_recv().unwrap().to, State::HalfOpen);
     assert_eq!(slow.try_recv().unwrap().to, State::Closed);
+}
+
+/// A log sink that panics on every record about the breaker it names, as a
+/// logger that writes with `eprintln!` to a closed stderr does.
+struct BrokenSink;
+
+const BROKEN_SINK_BREAKER: &str = "behind-a-broken-log-sink";
+
+impl log::Log for BrokenSink {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if record.args().to_string().contains(BROKEN_SINK_BREAKER) {
+            panic!("log sink down");
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+#[test]
+fn a_panicking_log_sink_neither_reaches_the_caller_nor_stops_later_deliveries() {
+    // The only test in this binary that installs a logger.
+    log::set_logger(&BrokenSink).expect("no other logger in this test binary");
+    log::set_max_level(log::LevelFilter::Trace);
+    let (clock, _mock) = Clock::mock();
+    let seen: Log = Arc::default();
+    let sink = Arc::clone(&seen);
+    let b = named(BROKEN_SINK_BREAKER, clock)
+        .on_state_change(move |c| sink.lock().unwrap().push(c.clone()))
+        .build()
+        .unwrap();
+    let events = b.subscribe(16);
+    // The trip is logged, the sink panics: the caller still gets its answer.
+    let answer = catch_unwind(AssertUnwindSafe(|| fail(&b)));
+    assert!(
+        matches!(answer, Ok(Err(fusebox::CallError::Failed(_)))),
+        "the caller sees the dependency's error, not the log sink's panic"
+    );
+    assert_eq!(b.state(), State::Open);
+    b.reset("ops", "retry");
+    b.force_open("ops", "hold");
+    assert_eq!(
+        transitions(&seen),
+        vec![
+            (State::Closed, State::Open),
+            (State::Open, State::Closed),
+            (State::Closed, State::ForcedOpen),
+        ],
+        "every change still reaches the callback"
+    );
+    assert_eq!(std::iter::from_fn(|| events.try_recv()).count(), 3);
+    // And a wrapped call that panics while the sink panics too does not
+    // abort the process: the call's own panic reaches the caller.
+    b.reset("ops", "again");
+    let payload = catch_unwind(AssertUnwindSafe(|| {
+        let _ = b.call(|| -> Result<(), DepError> { panic!("call panic") });
+    }))
+    .unwrap_err();
+    assert_eq!(payload.downcast_ref::<&str>(), Some(&"call panic"));
+    assert_eq!(b.state(), State::Open);
 }
