@@ -12,7 +12,7 @@ use crate::backoff::Rng;
 use crate::config::Settings;
 use crate::events::Reason;
 use crate::latency::LatencyWindow;
-use crate::window::{Window, BUCKETS};
+use crate::window::Window;
 use crate::{Outcome, State};
 
 /// What an admitted call holds until it reports its outcome.
@@ -71,17 +71,6 @@ fn nanos(d: Duration) -> u64 {
     d.as_nanos().min(u128::from(u64::MAX >> 2)) as u64
 }
 
-/// The span to give the bucket ring so that an event stays in it for at
-/// least `failure_window`. The ring drops a bucket once the head is
-/// `BUCKETS` buckets past it, so an event filed late in its bucket is kept
-/// only a little over `BUCKETS - 1` bucket widths: those must cover the
-/// window. An event then ages out between `failure_window` and
-/// `failure_window` plus one bucket (a ninth of it) after it happened.
-fn window_span(failure_window: u64) -> u64 {
-    let buckets = BUCKETS as u64;
-    failure_window.div_ceil(buckets - 1).saturating_mul(buckets)
-}
-
 #[derive(Debug)]
 pub(crate) struct Machine {
     s: Settings,
@@ -130,7 +119,7 @@ impl Machine {
             probe_budget: nanos(s.max_probe_duration),
             window: s
                 .uses_window()
-                .then(|| Window::new(window_span(nanos(s.failure_window)))),
+                .then(|| Window::new(nanos(s.failure_window))),
             latency: s.latency_trip.clone().map(|p| LatencyWindow::new(p, now)),
             probes: vec![None; s.half_open_max_calls as usize].into_boxed_slice(),
             s,
@@ -310,6 +299,10 @@ impl Machine {
 
     /// The first trip condition that holds after a call, if any.
     fn trip_reason(&self, failed: bool, slow: bool) -> Option<Reason> {
+        if !failed && !slow {
+            // A plain success can only lower a rate.
+            return None;
+        }
         let s = &self.s;
         if failed && s.failure_threshold.is_some_and(|n| self.consecutive >= n) {
             return Some(Reason::ConsecutiveFailures {
@@ -407,6 +400,10 @@ impl Machine {
     }
 
     fn enter(&mut self, now: u64, to: State, reason: Reason) -> Transition {
+        // Callers read the clock before taking the lock, so a transition can
+        // arrive with an instant a little older than the previous one's; keep
+        // the recorded times in order.
+        let now = now.max(self.entered_at);
         self.probes.iter_mut().for_each(|p| *p = None);
         self.probe_successes = 0;
         let t = Transition {

@@ -1,16 +1,19 @@
 //! The sliding time window: a ring of buckets with running totals.
 //!
-//! The window spans [`BUCKETS`] buckets of `width` nanoseconds each. An event is
-//! filed in the bucket of the instant it is recorded at; a bucket is cleared
-//! (and its counts subtracted from the totals) when the window slides past it.
-//! Recording is O(1) amortised and never allocates.
+//! The window's span is cut into [`BUCKETS`] buckets of `width` nanoseconds.
+//! An event is filed in the bucket of the instant it is recorded at; a bucket
+//! is cleared (and its counts subtracted from the totals) once the whole span
+//! lies after its end. The ring holds one bucket more than the span, for the
+//! partly elapsed oldest one. Recording is O(1) amortised and never allocates.
 //!
 //! Because ageing happens a bucket at a time, an event counts for at least the
 //! window's length and at most the window's length plus one bucket width
 //! (a tenth of the window).
 
-/// Number of buckets in a window.
+/// Number of buckets the span is cut into.
 pub(crate) const BUCKETS: usize = 10;
+/// Slots in the ring: the span's buckets plus the partly elapsed oldest one.
+const SLOTS: usize = BUCKETS + 1;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Counts {
@@ -39,7 +42,7 @@ pub(crate) struct Window {
     head: u64,
     /// Where the head bucket ends: saves a division on most records.
     head_end: u64,
-    buckets: [Counts; BUCKETS],
+    buckets: [Counts; SLOTS],
     totals: Counts,
 }
 
@@ -50,7 +53,7 @@ impl Window {
             width: (span / BUCKETS as u64).max(1),
             head: 0,
             head_end: (span / BUCKETS as u64).max(1),
-            buckets: [Counts::default(); BUCKETS],
+            buckets: [Counts::default(); SLOTS],
             totals: Counts::default(),
         }
     }
@@ -65,9 +68,9 @@ impl Window {
         if epoch <= self.head {
             return;
         }
-        let steps = (epoch - self.head).min(BUCKETS as u64);
+        let steps = (epoch - self.head).min(SLOTS as u64);
         for step in 1..=steps {
-            let slot = ((self.head + step) % BUCKETS as u64) as usize;
+            let slot = ((self.head + step) % SLOTS as u64) as usize;
             let old = std::mem::take(&mut self.buckets[slot]);
             self.totals.sub(old);
         }
@@ -83,7 +86,7 @@ impl Window {
             failures: u32::from(failed),
             slow: u32::from(slow),
         };
-        let slot = (self.head % BUCKETS as u64) as usize;
+        let slot = (self.head % SLOTS as u64) as usize;
         self.buckets[slot].add(one);
         self.totals.add(one);
     }
@@ -95,7 +98,7 @@ impl Window {
 
     /// Empties the window.
     pub(crate) fn clear(&mut self) {
-        self.buckets = [Counts::default(); BUCKETS];
+        self.buckets = [Counts::default(); SLOTS];
         self.totals = Counts::default();
     }
 }
@@ -119,18 +122,18 @@ mod tests {
                 slow: 1
             }
         );
-        w.advance(10 * SEC - 1);
-        assert_eq!(w.totals().failures, 1, "still inside the window");
         w.advance(10 * SEC);
-        assert_eq!(
-            w.totals(),
-            Counts {
-                calls: 1,
-                failures: 0,
-                slow: 1
-            }
-        );
-        w.advance(15 * SEC);
+        assert_eq!(w.totals().failures, 1, "one window old: still counted");
+        w.advance(11 * SEC - 1);
+        assert_eq!(w.totals().failures, 1, "its bucket is not wholly out yet");
+        w.advance(11 * SEC);
+        let only_the_slow_call = Counts {
+            calls: 1,
+            failures: 0,
+            slow: 1,
+        };
+        assert_eq!(w.totals(), only_the_slow_call);
+        w.advance(16 * SEC);
         assert_eq!(w.totals(), Counts::default());
     }
 

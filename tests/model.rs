@@ -331,16 +331,16 @@ impl Model {
         }
     }
 
-    /// The window's bucket width: ten buckets, of which the nine behind the
-    /// current one cover `failure_window`, so an event counts for at least
-    /// the window and ages out within a bucket after it.
+    /// The window's bucket width: a tenth of `failure_window`. An event
+    /// stays until ten whole buckets lie after its own, so it counts for at
+    /// least the window and ages out within a bucket after it.
     fn bucket(&self) -> u64 {
-        self.cfg.failure_window.div_ceil(9)
+        (self.cfg.failure_window / 10).max(1)
     }
 
     fn in_window(&self, t: u64) -> bool {
         let w = self.bucket();
-        self.now / w - t / w < 10
+        self.now / w - t / w < 11
     }
 
     /// (calls, failures, slow) in the window now.
@@ -365,7 +365,7 @@ impl Model {
         self.events
             .iter()
             .filter(|e| self.in_window(e.0))
-            .map(|e| (e.0 / w + 10) * w)
+            .map(|e| (e.0 / w + 11) * w)
             .min()
     }
 

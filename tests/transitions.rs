@@ -401,17 +401,17 @@ fn every_trip_condition_is_independent() {
 }
 
 #[test]
-fn a_failure_counts_for_the_whole_window_and_at_most_a_ninth_longer() {
+fn a_failure_counts_for_the_whole_window_and_at_most_a_tenth_longer() {
     for offset_ms in [0u64, 1, 500, 999] {
         let (builder, mock) = quiet("refdata");
         let b = builder
-            .failure_window(9 * SEC)
+            .failure_window(10 * SEC)
             .window_failure_threshold(5)
             .build()
             .unwrap();
         mock.increment(Duration::from_millis(offset_ms));
         fail(&b).unwrap_err();
-        mock.increment(9 * SEC);
+        mock.increment(10 * SEC);
         assert_eq!(
             b.snapshot().window_failures,
             1,
@@ -421,7 +421,7 @@ fn a_failure_counts_for_the_whole_window_and_at_most_a_ninth_longer() {
         assert_eq!(
             b.snapshot().window_failures,
             0,
-            "a ninth of the window later (offset {offset_ms} ms)"
+            "a tenth of the window later (offset {offset_ms} ms)"
         );
     }
 }
