@@ -129,10 +129,10 @@ fn recloser_default() -> Recloser {
 }
 
 /// recloser with its defaults except a long open period. It opens once its
-/// ring of 100 calls is full and half of them failed.
+/// ring of 100 calls is full (the 101st call) and half of them failed.
 fn recloser_open() -> Recloser {
     let r = Recloser::custom().open_wait(HOUR).build();
-    for _ in 0..100 {
+    for _ in 0..=100 {
         let _ = r.call(fail);
     }
     assert!(
