@@ -111,7 +111,8 @@ impl fmt::Display for Reason {
                 consecutive_windows,
             } => write!(
                 f,
-                "latency {observed:?} above threshold for {consecutive_windows} windows"
+                "latency {} above threshold for {consecutive_windows} windows",
+                Millis(*observed)
             ),
             Reason::WindowErrorRate { rate, calls } => {
                 write!(
@@ -123,11 +124,20 @@ impl fmt::Display for Reason {
             Reason::OpenPeriodElapsed => f.write_str("open period elapsed"),
             Reason::ProbeSucceeded { successes } => write!(f, "{successes} probe(s) succeeded"),
             Reason::ProbeFailed => f.write_str("probe failed"),
-            Reason::ProbeSlow { elapsed } => write!(f, "probe was slow ({elapsed:?})"),
+            Reason::ProbeSlow { elapsed } => write!(f, "probe was slow ({})", Millis(*elapsed)),
             Reason::ProbeExpired => f.write_str("probe did not report back in time"),
             Reason::ForcedOpen { actor, note } => write!(f, "forced open by {actor}: {note}"),
             Reason::Reset { actor, note } => write!(f, "reset by {actor}: {note}"),
         }
+    }
+}
+
+/// A duration printed in milliseconds with one decimal, for log lines.
+struct Millis(Duration);
+
+impl fmt::Display for Millis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:.1} ms", self.0.as_secs_f64() * 1e3)
     }
 }
 
