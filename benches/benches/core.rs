@@ -203,6 +203,12 @@ fn closed_success(c: &mut Criterion) {
     g.bench_function("fusebox_default", |b| b.iter(|| d.call(work)));
     let cheap = fusebox_cheapest(HOUR);
     g.bench_function("fusebox_cheapest", |b| b.iter(|| cheap.call(work)));
+    g.bench_function("fusebox_cheapest_permit", |b| {
+        b.iter(|| match cheap.try_acquire() {
+            Ok(permit) => permit.success(),
+            Err(rejected) => panic!("{rejected}"),
+        })
+    });
     let fd = failsafe_default();
     g.bench_function("failsafe_default", |b| b.iter(|| fd.call(work)));
     let fc = failsafe_consecutive(HOUR);
@@ -478,6 +484,88 @@ const ROWS: &[Row] = &[
     },
 ];
 
+/// A target for the hot path: `id` at most `limit` times each of
+/// `against`.
+struct Target {
+    what: &'static str,
+    id: &'static str,
+    limit: f64,
+    against: &'static [&'static str],
+}
+
+const PEERS_CLOSED: &[&str] = &[
+    "closed_success/recloser",
+    "closed_success/failsafe_consecutive",
+    "closed_success/failsafe_default",
+];
+const PEERS_OPEN: &[&str] = &[
+    "open_rejection/recloser",
+    "open_rejection/failsafe_consecutive",
+    "open_rejection/failsafe_default",
+];
+const PEERS_TWO: &[&str] = &[
+    "two_threads/recloser",
+    "two_threads/failsafe_consecutive",
+    "two_threads/failsafe_default",
+];
+
+const TARGETS: &[Target] = &[
+    Target {
+        what: "closed success <= 1.3x lock + recent() + closure",
+        id: "closed_success/fusebox_cheapest",
+        limit: 1.3,
+        against: &["baseline/floor"],
+    },
+    Target {
+        what: "closed success <= 1.3x lock + recent() + closure (default config)",
+        id: "closed_success/fusebox_default",
+        limit: 1.3,
+        against: &["baseline/floor"],
+    },
+    Target {
+        what: "closed success below every peer",
+        id: "closed_success/fusebox_cheapest",
+        limit: 1.0,
+        against: PEERS_CLOSED,
+    },
+    Target {
+        what: "closed success below every peer (default config)",
+        id: "closed_success/fusebox_default",
+        limit: 1.0,
+        against: PEERS_CLOSED,
+    },
+    Target {
+        what: "open rejection cheaper than one lock round trip",
+        id: "open_rejection/fusebox_cheapest",
+        limit: 1.0,
+        against: &["baseline/lock"],
+    },
+    Target {
+        what: "open rejection <= 0.4x every peer",
+        id: "open_rejection/fusebox_cheapest",
+        limit: 0.4,
+        against: PEERS_OPEN,
+    },
+    Target {
+        what: "two threads <= 1.3x a contended mutex",
+        id: "two_threads/fusebox_cheapest",
+        limit: 1.3,
+        against: &["two_threads/mutex"],
+    },
+    Target {
+        what: "two threads below every peer",
+        id: "two_threads/fusebox_cheapest",
+        limit: 1.0,
+        against: PEERS_TWO,
+    },
+    Target {
+        what: "two threads below every peer (default config)",
+        id: "two_threads/fusebox_default",
+        limit: 1.0,
+        against: PEERS_TWO,
+    },
+];
+
 const GROUPS: &[&str] = &[
     "no_upkeep",
     "baseline",
@@ -527,6 +615,26 @@ fn print_report(dir: &Path) {
     }
 }
 
+fn print_targets(dir: &Path) {
+    println!("\n## Targets\n");
+    println!("| target | worst ratio | against | met |");
+    println!("|---|---:|---|---|");
+    for t in TARGETS {
+        let Some(mine) = median(dir, t.id) else {
+            continue;
+        };
+        let worst = t
+            .against
+            .iter()
+            .filter_map(|other| Some((mine / median(dir, other)?, *other)))
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((ratio, other)) = worst {
+            let met = if ratio <= t.limit { "yes" } else { "no" };
+            println!("| {} | {ratio:.2} | {other} | {met} |", t.what);
+        }
+    }
+}
+
 fn main() {
     let dir = criterion_dir();
     let mut c = Criterion::default()
@@ -544,4 +652,5 @@ fn main() {
     snapshot(&mut c);
     c.final_summary();
     print_report(&dir);
+    print_targets(&dir);
 }
