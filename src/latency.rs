@@ -15,9 +15,20 @@ use crate::events::Reason;
 ///
 /// The breaker opens when the `percentile` of call latencies in a window is
 /// above `threshold` for `consecutive_windows` windows in a row, or, when
-/// `error_rate` is set, when one window's failure rate reaches it. A window
-/// with fewer than `minimum_samples` calls neither breaches nor trips (and
-/// breaks a run of breaching windows).
+/// `error_rate` is set, when one window's failure rate reaches it.
+///
+/// A window that ends with fewer than `minimum_samples` calls is not judged
+/// yet: it stays open until it has them. A slow dependency answers less
+/// often (a caller with a bounded pool gets at most `pool / latency` answers
+/// a second), so a policy that dropped short windows would trip later, or
+/// never, the slower the dependency got. A window still short after
+/// [`MAX_WINDOW_SPAN`](Self::MAX_WINDOW_SPAN) window lengths is dropped, and
+/// a whole window length with no call at all; either breaks a run of
+/// breaching windows.
+///
+/// Latencies are known when calls end, so a step from 8 ms to 900 ms is
+/// first seen ~900 ms after it happens; the trip follows `consecutive_windows`
+/// windows later.
 ///
 /// # Default
 ///
@@ -48,6 +59,9 @@ impl Default for LatencyTrip {
 }
 
 impl LatencyTrip {
+    /// How many window lengths a window with too few calls may stay open.
+    pub const MAX_WINDOW_SPAN: u32 = 4;
+
     /// The policy with its defaults.
     pub const fn new() -> Self {
         LatencyTrip {
@@ -92,7 +106,9 @@ impl LatencyTrip {
         self
     }
 
-    /// Calls a window needs before it can breach or trip.
+    /// Calls a window needs before it is judged; a window with fewer stays
+    /// open until it has them (up to
+    /// [`MAX_WINDOW_SPAN`](Self::MAX_WINDOW_SPAN) window lengths).
     pub fn minimum_samples(mut self, n: u32) -> Self {
         self.minimum_samples = n;
         self
@@ -149,6 +165,8 @@ pub(crate) struct LatencyWindow {
     policy: LatencyTrip,
     window_nanos: u64,
     started: u64,
+    /// When the last call was recorded.
+    last: u64,
     ring: Box<[u64]>,
     scratch: Box<[u64]>,
     len: usize,
@@ -166,6 +184,7 @@ impl LatencyWindow {
             window_nanos: policy.window.as_nanos().min(u64::MAX as u128) as u64,
             policy,
             started: now,
+            last: now,
             ring: vec![0; cap].into_boxed_slice(),
             scratch: vec![0; cap].into_boxed_slice(),
             len: 0,
@@ -196,12 +215,14 @@ impl LatencyWindow {
         self.len = (self.len + 1).min(self.ring.len());
         self.calls = self.calls.saturating_add(1);
         self.failures = self.failures.saturating_add(u32::from(failed));
+        self.last = now;
         reason
     }
 
     /// Starts afresh at `now` (after the breaker closes).
     pub(crate) fn clear(&mut self, now: u64) {
         self.started = now;
+        self.last = now;
         self.len = 0;
         self.next = 0;
         self.calls = 0;
@@ -209,15 +230,28 @@ impl LatencyWindow {
         self.breaches = 0;
     }
 
-    /// Closes the current window if `now` is past its end.
+    /// Closes the current window if `now` is past its end and it can be
+    /// judged, or has been open too long to wait any more.
     fn roll(&mut self, now: u64) -> Option<Reason> {
         let elapsed = now.saturating_sub(self.started);
         if elapsed < self.window_nanos {
             return None;
         }
-        let reason = self.close_window();
-        // Windows with no calls at all in between break any run.
-        if elapsed >= self.window_nanos.saturating_mul(2) {
+        // A whole window length without a call breaks any run.
+        let silent = now.saturating_sub(self.last) >= self.window_nanos;
+        let max_span = self
+            .window_nanos
+            .saturating_mul(u64::from(LatencyTrip::MAX_WINDOW_SPAN));
+        let reason = if self.calls >= self.policy.minimum_samples {
+            self.close_window()
+        } else if !silent && elapsed < max_span {
+            // Too few calls to judge: keep collecting.
+            return None;
+        } else {
+            self.breaches = 0;
+            None
+        };
+        if silent {
             self.breaches = 0;
         }
         self.started = now - elapsed % self.window_nanos;
@@ -229,10 +263,7 @@ impl LatencyWindow {
     }
 
     fn close_window(&mut self) -> Option<Reason> {
-        if self.calls < self.policy.minimum_samples || self.len == 0 {
-            self.breaches = 0;
-            return None;
-        }
+        debug_assert!(self.calls >= self.policy.minimum_samples && self.len > 0);
         if let Some(limit) = self.policy.error_rate {
             let rate = f64::from(self.failures) / f64::from(self.calls);
             if rate >= limit {
@@ -341,12 +372,40 @@ mod tests {
     }
 
     #[test]
-    fn sparse_windows_do_not_breach() {
+    fn a_short_window_stays_open_until_it_can_be_judged() {
         let mut w = LatencyWindow::new(policy(), 0);
         fill(&mut w, 0, 100, 4);
-        w.record(1_000 * MS, 1, false);
-        assert_eq!(w.breaches(), 0);
+        // Past the window's end, but with four calls of five it is not
+        // judged: this fifth call joins it.
+        assert_eq!(w.record(1_000 * MS, 100 * MS, false), None);
         assert_eq!(w.last_percentile(), None);
+        w.record(1_100 * MS, MS, false);
+        assert_eq!(w.last_percentile(), Some(Duration::from_millis(100)));
+        assert_eq!(w.breaches(), 1);
+    }
+
+    #[test]
+    fn a_window_short_for_too_long_is_dropped_and_breaks_the_run() {
+        let mut w = LatencyWindow::new(policy().minimum_samples(10), 0);
+        fill(&mut w, 0, 100, 10);
+        // One call every 900 ms: never a silent window, never ten calls in
+        // four window lengths.
+        for i in 1..=5 {
+            w.record(i * 900 * MS, 100 * MS, false);
+        }
+        assert_eq!(w.breaches(), 1, "window 0 breached");
+        w.record(5_400 * MS, 100 * MS, false);
+        assert_eq!(w.breaches(), 0, "the short window was dropped");
+    }
+
+    #[test]
+    fn a_whole_window_without_calls_breaks_the_run() {
+        let mut w = LatencyWindow::new(policy(), 0);
+        fill(&mut w, 0, 100, 10);
+        fill(&mut w, 1_000 * MS, 100, 10);
+        assert_eq!(w.breaches(), 1);
+        w.record(2_500 * MS, 100 * MS, false);
+        assert_eq!(w.breaches(), 0);
     }
 
     #[test]

@@ -212,16 +212,41 @@ fn a_healthy_window_resets_the_run() {
 }
 
 #[test]
-fn a_window_with_too_few_calls_breaks_the_run() {
+fn a_window_with_too_few_calls_stays_open_until_it_has_enough() {
     let mut sim = Sim::new(policy());
     sim.window(0, 6, ms(80));
     sim.window(1, 6, ms(80));
-    // Four calls: below minimum_samples, so it neither breaches nor trips.
+    // Four calls, one short of minimum_samples: a slow dependency answers
+    // less often, and this window is judged once it has a fifth.
     sim.window(2, 4, ms(200));
-    sim.window(3, 6, ms(80));
-    sim.ok(ms(1)).expect("closed");
+    sim.ok(ms(80)).expect("closed");
+    assert_eq!(sim.state(), State::Closed, "window 2 is still open");
+    assert_eq!(sim.breaker.snapshot().latency_breaches, 2);
+
+    sim.ok(ms(80)).expect("admitted while closed");
+    assert_eq!(sim.state(), State::Open);
+    assert_eq!(
+        sim.last_change().map(|c| c.reason),
+        Some(Reason::LatencyBreach {
+            observed: ms(200),
+            consecutive_windows: 3
+        })
+    );
+}
+
+#[test]
+fn a_trickle_of_calls_that_never_fills_a_window_breaks_the_run() {
+    let mut sim = Sim::new(policy().minimum_samples(10));
+    sim.window(0, 10, ms(80));
+    sim.window(1, 10, ms(80));
+    // One call every 900 ms: no window length passes without a call, but
+    // four window lengths hold fewer than ten.
+    for i in 0..6 {
+        sim.advance_to(WINDOW * 2 + ms(900) * i);
+        sim.ok(ms(80)).expect("closed");
+    }
     assert_eq!(sim.state(), State::Closed);
-    assert_eq!(sim.breaker.snapshot().latency_breaches, 1);
+    assert_eq!(sim.breaker.snapshot().latency_breaches, 0);
 }
 
 #[test]
