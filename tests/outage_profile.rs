@@ -2,7 +2,9 @@
 //!
 //! A caller fans triggers to "pricing" and "compliance" through a bounded
 //! pool of worker threads. Pricing slows from ~5 ms to ~300 ms, and one call
-//! in ten takes 1.5 s, beyond the breakers' 1 s timeout. The four
+//! in ten takes 2 s, beyond the breakers' 1.5 s timeout: no error can be
+//! seen before 1.5 s into the outage, while the latency policy (P99 above
+//! 100 ms for three windows of 200 ms) can trip after ~1 s. The four
 //! configurations of `benches/examples/outage_profile.rs` run side by side,
 //! each against its own pair of servers, and the test asserts the order of
 //! events only, never a wall-clock figure:
@@ -92,7 +94,7 @@ fn pricing(outage: Outage) -> SocketAddr {
         if now < outage.from || now >= outage.to {
             ms(5)
         } else if n % 10 == 9 {
-            ms(1500)
+            ms(2000)
         } else {
             ms(300)
         }
@@ -112,7 +114,7 @@ impl Guard {
         match self {
             Guard::NoBreaker => Duration::from_secs(5),
             Guard::TimeoutOnly => ms(100),
-            Guard::ErrorOnly | Guard::LatencyPrimary => Duration::from_secs(1),
+            Guard::ErrorOnly | Guard::LatencyPrimary => ms(1500),
         }
     }
 
@@ -144,7 +146,7 @@ impl Guard {
                     .latency_trip(
                         LatencyTrip::new()
                             .threshold(ms(100))
-                            .window(ms(100))
+                            .window(ms(200))
                             .consecutive_windows(3)
                             .minimum_samples(3),
                     ),
