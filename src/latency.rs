@@ -264,6 +264,10 @@ impl LatencyWindow {
 
     fn close_window(&mut self) -> Option<Reason> {
         debug_assert!(self.calls >= self.policy.minimum_samples && self.len > 0);
+        // Computed whatever trips, so that the snapshot shows every judged
+        // window's percentile.
+        let observed = Duration::from_nanos(self.percentile());
+        self.last_percentile = Some(observed);
         if let Some(limit) = self.policy.error_rate {
             let rate = f64::from(self.failures) / f64::from(self.calls);
             if rate >= limit {
@@ -274,8 +278,6 @@ impl LatencyWindow {
                 });
             }
         }
-        let observed = Duration::from_nanos(self.percentile());
-        self.last_percentile = Some(observed);
         if observed > self.policy.threshold {
             self.breaches += 1;
             if self.breaches >= self.policy.consecutive_windows {
@@ -416,6 +418,11 @@ mod tests {
         }
         let r = w.record(1_000 * MS, MS, false).expect("error rate trips");
         assert!(matches!(r, Reason::WindowErrorRate { calls: 10, .. }));
+        assert_eq!(
+            w.last_percentile(),
+            Some(Duration::from_millis(1)),
+            "the window's percentile is recorded even when its error rate trips"
+        );
     }
 
     #[test]
