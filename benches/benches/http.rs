@@ -121,6 +121,59 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
+/// The guarded client's time over the bare agent's, measured in
+/// alternating rounds so that drift in the machine's load hits both alike:
+/// the median of the per-round ratios.
+fn paired_ratio() {
+    const ROUNDS: usize = 41;
+    const CALLS: usize = 200;
+    let url = start_server();
+    let bare = agent();
+    let guarded = GuardedClient::new(agent(), breaker("paired")).expect("agent has a timeout");
+    let bare_call = || {
+        let mut response = bare.get(&url).call().expect("loopback call");
+        black_box(response.body_mut().read_to_vec().expect("body"));
+    };
+    let guarded_call = || {
+        black_box(guarded.get(&url).call().expect("loopback call"));
+    };
+    let time = |f: &dyn Fn()| {
+        let start = std::time::Instant::now();
+        for _ in 0..CALLS {
+            f();
+        }
+        start.elapsed().as_secs_f64() / CALLS as f64
+    };
+    for _ in 0..CALLS {
+        bare_call();
+        guarded_call();
+    }
+    let mut ratios = Vec::with_capacity(ROUNDS);
+    let mut bare_times = Vec::with_capacity(ROUNDS);
+    for round in 0..ROUNDS {
+        // Alternate which side goes first.
+        let (b, g) = if round % 2 == 0 {
+            let b = time(&bare_call);
+            (b, time(&guarded_call))
+        } else {
+            let g = time(&guarded_call);
+            (time(&bare_call), g)
+        };
+        ratios.push(g / b);
+        bare_times.push(b);
+    }
+    ratios.sort_by(f64::total_cmp);
+    bare_times.sort_by(f64::total_cmp);
+    println!(
+        "\nhttp paired: guarded client / bare agent = {:.3} (median of {ROUNDS} rounds of \
+         {CALLS} calls each; quartiles {:.3} to {:.3}); bare call median {:.1} us",
+        ratios[ROUNDS / 2],
+        ratios[ROUNDS / 4],
+        ratios[3 * ROUNDS / 4],
+        bare_times[ROUNDS / 2] * 1e6
+    );
+}
+
 fn main() {
     let _upkeep = quanta::Upkeep::new(Duration::from_millis(1))
         .start()
@@ -128,4 +181,5 @@ fn main() {
     let mut c = Criterion::default().configure_from_args();
     bench(&mut c);
     c.final_summary();
+    paired_ratio();
 }
