@@ -75,6 +75,9 @@ fn nanos(d: Duration) -> u64 {
 pub(crate) struct Machine {
     s: Settings,
     slow_after: Option<u64>,
+    /// A probe slower than this has not shown recovery: the shorter of
+    /// `slow_call_duration` and the latency policy's threshold.
+    probe_slow_after: Option<u64>,
     probe_budget: u64,
     state: State,
     entered_at: u64,
@@ -116,6 +119,12 @@ impl Machine {
     pub(crate) fn new(s: Settings, seed: u64, now: u64) -> Self {
         Machine {
             slow_after: s.slow_call_duration.map(nanos),
+            probe_slow_after: s
+                .slow_call_duration
+                .into_iter()
+                .chain(s.latency_trip.as_ref().map(|l| l.threshold))
+                .min()
+                .map(nanos),
             probe_budget: nanos(s.max_probe_duration),
             window: s
                 .uses_window()
@@ -247,7 +256,8 @@ impl Machine {
                 if expired(&probe) || self.probes.iter().flatten().any(expired) {
                     return Some(self.reopen(now, Reason::ProbeExpired));
                 }
-                self.probe_outcome(now, outcome, slow, elapsed)
+                let slow_probe = self.probe_slow_after.is_some_and(|d| elapsed > d);
+                self.probe_outcome(now, outcome, slow_probe, elapsed)
             }
             // Admitted before the state last changed: it counts in the
             // totals only.

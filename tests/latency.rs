@@ -489,6 +489,26 @@ fn while_half_open_a_second_call_is_refused() {
 }
 
 #[test]
+fn a_probe_slower_than_the_latency_threshold_reopens_it_without_a_slow_call_duration() {
+    let mut sim = Sim::new(policy());
+    trip(&mut sim, 0);
+    sim.advance_to(sim.now + OPEN);
+    sim.ok(ms(900))
+        .expect("the probe ran and the vendor answered");
+    assert_eq!(sim.state(), State::Open, "a 900 ms probe is not a recovery");
+    assert_eq!(
+        sim.last_change().map(|c| c.reason),
+        Some(Reason::ProbeSlow { elapsed: ms(900) })
+    );
+    assert_eq!(sim.breaker.snapshot().open_duration, OPEN * 2);
+
+    // A probe at the threshold is not slow: the threshold is strict.
+    sim.advance_to(sim.now + OPEN * 2);
+    sim.ok(THRESHOLD).expect("the probe ran");
+    assert_eq!(sim.state(), State::Closed);
+}
+
+#[test]
 fn a_slow_probe_reopens_it_for_longer_when_a_slow_call_is_defined() {
     let mut sim = Sim::with(|clock| builder(clock, policy()).slow_call_duration(THRESHOLD));
     trip(&mut sim, 0);
