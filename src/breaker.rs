@@ -216,7 +216,7 @@ impl Breaker {
     ///
     /// [`Rejected`] when the breaker is open, forced open, or half-open with
     /// its probes already out.
-    #[inline]
+    #[inline(always)]
     pub fn try_acquire(&self) -> Result<Permit<'_>, Rejected> {
         // The hot path. Closed: one atomic load (plus a clock read when calls
         // are timed). Open: one atomic load and one clock read, then the

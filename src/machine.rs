@@ -214,6 +214,7 @@ impl Machine {
 
     /// Records the outcome of a call admitted with `ticket`, which ended at
     /// `now` after running for `elapsed` nanoseconds.
+    #[inline]
     pub(crate) fn record(
         &mut self,
         now: u64,
@@ -278,6 +279,7 @@ impl Machine {
         }
     }
 
+    #[inline]
     fn closed_outcome(
         &mut self,
         now: u64,
@@ -299,20 +301,25 @@ impl Machine {
         if let Some(w) = &mut self.window {
             w.record(now, failed, slow);
         }
-        let latency = self
-            .latency
-            .as_mut()
-            .and_then(|l| l.record(now, elapsed, failed));
-        let reason = self.trip_reason(failed, slow).or(latency)?;
-        Some(self.trip(now, reason))
+        // Keep the common path free of moves of `Reason` values: a success
+        // that is not slow, with no latency policy, returns at once.
+        let latency = match &mut self.latency {
+            Some(l) => l.record(now, elapsed, failed),
+            None if !failed && !slow => return None,
+            None => None,
+        };
+        if failed || slow {
+            if let Some(reason) = self.trip_reason(failed, slow) {
+                return Some(self.trip(now, reason));
+            }
+        }
+        latency.map(|reason| self.trip(now, reason))
     }
 
     /// The first trip condition that holds after a call, if any.
+    /// Called only after a failure or a slow call: a plain success can only
+    /// lower a rate.
     fn trip_reason(&self, failed: bool, slow: bool) -> Option<Reason> {
-        if !failed && !slow {
-            // A plain success can only lower a rate.
-            return None;
-        }
         let s = &self.s;
         if failed && s.failure_threshold.is_some_and(|n| self.consecutive >= n) {
             return Some(Reason::ConsecutiveFailures {

@@ -1,6 +1,7 @@
 //! The RAII permit for calls that are not a single closure.
 
 use std::fmt;
+use std::mem::ManuallyDrop;
 
 use crate::machine::Ticket;
 use crate::{Breaker, Outcome};
@@ -38,17 +39,15 @@ pub struct Permit<'a> {
     breaker: &'a Breaker,
     ticket: Ticket,
     started: u64,
-    settled: bool,
 }
 
 impl<'a> Permit<'a> {
-    #[inline]
+    #[inline(always)]
     pub(crate) fn new(breaker: &'a Breaker, ticket: Ticket, started: u64) -> Self {
         Permit {
             breaker,
             ticket,
             started,
-            settled: false,
         }
     }
 
@@ -59,7 +58,7 @@ impl<'a> Permit<'a> {
     }
 
     /// The call succeeded.
-    #[inline]
+    #[inline(always)]
     pub fn success(self) {
         self.record(Outcome::Success);
     }
@@ -76,19 +75,18 @@ impl<'a> Permit<'a> {
     }
 
     /// Reports `outcome`.
-    #[inline]
-    pub fn record(mut self, outcome: Outcome) {
-        self.settled = true;
-        self.breaker.settle(self.ticket, self.started, outcome);
+    #[inline(always)]
+    pub fn record(self, outcome: Outcome) {
+        // Settled here, so the drop (which would count a failure) must not run.
+        let this = ManuallyDrop::new(self);
+        this.breaker.settle(this.ticket, this.started, outcome);
     }
 }
 
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
-        if !self.settled {
-            self.breaker
-                .settle(self.ticket, self.started, Outcome::Failure);
-        }
+        self.breaker
+            .settle(self.ticket, self.started, Outcome::Failure);
     }
 }
 
