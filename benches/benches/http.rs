@@ -125,8 +125,8 @@ fn bench(c: &mut Criterion) {
 /// alternating rounds so that drift in the machine's load hits both alike:
 /// the median of the per-round ratios.
 fn paired_ratio() {
-    const ROUNDS: usize = 41;
-    const CALLS: usize = 200;
+    const ROUNDS: usize = 201;
+    const CALLS: usize = 25;
     let url = start_server();
     let bare = agent();
     let guarded = GuardedClient::new(agent(), breaker("paired")).expect("agent has a timeout");
