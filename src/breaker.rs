@@ -17,7 +17,8 @@ use crate::backoff::Rng;
 use crate::config::{BreakerBuilder, Callback};
 use crate::events::{publish, Subscriber, Subscription};
 use crate::machine::{
-    Admit, Machine, Ticket, Transition, GATE_CLOSED, GATE_FORCED, GATE_HALF_OPEN, GATE_OPEN,
+    Admit, Machine, Ticket, Transition, GATE_CLOSED, GATE_FORCED, GATE_GENERATION_SHIFT,
+    GATE_HALF_OPEN, GATE_OPEN, GATE_QUIET_SUCCESS,
 };
 use crate::snapshot::{rate, Snapshot, Totals};
 use crate::{CallError, CallPath, Classifier, Outcome, Permit, Rejected, State, StateChange};
@@ -50,13 +51,18 @@ pub struct Breaker {
 }
 
 struct Inner {
-    name: Arc<str>,
+    name: &'static str,
     call_path: CallPath,
-    /// The state in one word, for the lock-free part of the hot path.
-    gate: AtomicU64,
-    short_circuits: AtomicU64,
+    /// The state in one word, for the lock-free part of the hot path, and
+    /// until when a quiet success may skip the lock. Written only under the
+    /// lock.
+    gate: Gate,
+    /// Successes counted without the lock (see `settle`).
+    quiet_successes: Padded,
+    short_circuits: Padded,
     time: Time,
     times_calls: bool,
+    has_window: bool,
     core: Mutex<Core>,
     dispatching: AtomicBool,
     classifier: Classifier,
@@ -64,9 +70,25 @@ struct Inner {
     subscribers: Mutex<Vec<Subscriber>>,
 }
 
+/// An atomic on a cache line of its own, so that threads counting on one
+/// do not slow down threads reading another.
+#[repr(align(128))]
+struct Padded(AtomicU64);
+
+/// The gate word and the quiet-success deadline, on one read-mostly line.
+#[repr(align(128))]
+struct Gate {
+    word: AtomicU64,
+    quiet_until: AtomicU64,
+}
+
 /// What the lock guards.
 struct Core {
     machine: Machine,
+    /// The gate values last stored, so they are stored again only on a change.
+    published: (u64, u64),
+    /// Quiet successes already handed to the machine.
+    absorbed: u64,
     queue: VecDeque<StateChange>,
     last: Option<StateChange>,
     seq: u64,
@@ -124,15 +146,22 @@ impl Breaker {
             .expect("build() checked that a classifier is set");
         Breaker {
             inner: Arc::new(Inner {
-                name: b.name.into(),
+                name: crate::name::intern(&b.name),
                 call_path: b
                     .call_path
                     .expect("build() checked that a call path is set"),
-                gate: AtomicU64::new(machine.gate()),
-                short_circuits: AtomicU64::new(0),
+                gate: Gate {
+                    word: AtomicU64::new(machine.gate()),
+                    quiet_until: AtomicU64::new(machine.quiet_until()),
+                },
+                quiet_successes: Padded(AtomicU64::new(0)),
+                short_circuits: Padded(AtomicU64::new(0)),
                 times_calls: machine.times_calls(),
+                has_window: machine.quiet_until() != u64::MAX,
                 time,
                 core: Mutex::new(Core {
+                    published: (machine.gate(), machine.quiet_until()),
+                    absorbed: 0,
                     machine,
                     queue: VecDeque::new(),
                     last: None,
@@ -147,8 +176,8 @@ impl Breaker {
     }
 
     /// The breaker's name.
-    pub fn name(&self) -> &str {
-        &self.inner.name
+    pub fn name(&self) -> &'static str {
+        self.inner.name
     }
 
     /// The call path it was declared for.
@@ -221,10 +250,10 @@ impl Breaker {
         // The hot path. Closed: one atomic load (plus a clock read when calls
         // are timed). Open: one atomic load and one clock read, then the
         // refusal. Everything else takes the lock in `acquire_locked`.
-        let gate = self.inner.gate.load(Ordering::Acquire);
+        let gate = self.inner.gate.word.load(Ordering::Acquire);
         match gate & 3 {
             GATE_CLOSED => {
-                let generation = gate >> 2;
+                let generation = gate >> GATE_GENERATION_SHIFT;
                 return Ok(Permit::new(
                     self,
                     Ticket::Closed { generation },
@@ -248,7 +277,7 @@ impl Breaker {
     fn acquire_locked(&self) -> Result<Permit<'_>, Rejected> {
         let now = self.inner.time.now();
         let (admit, changed) = {
-            let mut core = self.inner.core.lock();
+            let mut core = self.lock();
             let (admit, transition) = core.machine.admit(now);
             let changed = transition.is_some();
             if let Some(t) = transition {
@@ -266,9 +295,9 @@ impl Breaker {
     }
 
     fn refuse(&self, state: State, retry_after: Option<u64>) -> Rejected {
-        self.inner.short_circuits.fetch_add(1, Ordering::Relaxed);
+        self.inner.short_circuits.0.fetch_add(1, Ordering::Relaxed);
         Rejected {
-            breaker: Arc::clone(&self.inner.name),
+            breaker: self.inner.name,
             state,
             retry_after: retry_after.map(Duration::from_nanos),
         }
@@ -286,6 +315,25 @@ impl Breaker {
     /// Records the outcome of a permit. Called once per permit.
     #[inline]
     pub(crate) fn settle(&self, ticket: Ticket, started: u64, outcome: Outcome) {
+        if let (Ticket::Closed { generation }, Outcome::Success) = (ticket, outcome) {
+            // Still closed in the same generation, with nothing a success
+            // would change but a total: count it without the lock. A failure
+            // that lands between this load and the increment is simply
+            // ordered after this success.
+            let quiet = (generation << GATE_GENERATION_SHIFT) | GATE_QUIET_SUCCESS;
+            let gate = &self.inner.gate;
+            if gate.word.load(Ordering::Acquire) == quiet
+                && (!self.inner.has_window
+                    || self.inner.time.now() < gate.quiet_until.load(Ordering::Relaxed))
+            {
+                self.inner.quiet_successes.0.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        }
+        self.settle_locked(ticket, started, outcome);
+    }
+
+    fn settle_locked(&self, ticket: Ticket, started: u64, outcome: Outcome) {
         let now = self.inner.time.now();
         let elapsed = if self.inner.times_calls || matches!(ticket, Ticket::Probe { .. }) {
             now.saturating_sub(started)
@@ -293,8 +341,10 @@ impl Breaker {
             0
         };
         let changed = {
-            let mut core = self.inner.core.lock();
-            match core.machine.record(now, ticket, outcome, elapsed) {
+            let mut core = self.lock();
+            let transition = core.machine.record(now, ticket, outcome, elapsed);
+            self.sync_gate(&mut core);
+            match transition {
                 Some(t) => {
                     self.publish(&mut core, t);
                     true
@@ -312,7 +362,7 @@ impl Breaker {
     /// An open breaker whose period has elapsed still reads `Open` until the
     /// next call moves it to half-open.
     pub fn state(&self) -> State {
-        match self.inner.gate.load(Ordering::Acquire) & 3 {
+        match self.inner.gate.word.load(Ordering::Acquire) & 3 {
             GATE_CLOSED => State::Closed,
             GATE_OPEN => State::Open,
             GATE_FORCED => State::ForcedOpen,
@@ -323,12 +373,13 @@ impl Breaker {
     /// A consistent view of the breaker's counters and state.
     pub fn snapshot(&self) -> Snapshot {
         let now = self.inner.time.now();
-        let (v, last) = {
-            let mut core = self.inner.core.lock();
-            (core.machine.view(now), core.last.clone())
+        let (v, last, quiet) = {
+            let mut core = self.lock();
+            let quiet = self.inner.quiet_successes.0.load(Ordering::Relaxed);
+            (core.machine.view(now), core.last.clone(), quiet)
         };
         Snapshot {
-            name: Arc::clone(&self.inner.name),
+            name: self.inner.name,
             state: v.state,
             consecutive_failures: v.consecutive_failures,
             window_calls: v.window_calls,
@@ -340,12 +391,12 @@ impl Breaker {
             open_duration: Duration::from_nanos(v.open_period),
             trips: v.trips,
             totals: Totals {
-                calls: v.totals.calls,
-                successes: v.totals.successes,
+                calls: v.totals.calls + quiet,
+                successes: v.totals.successes + quiet,
                 failures: v.totals.failures,
                 ignored: v.totals.ignored,
                 slow: v.totals.slow,
-                short_circuits: self.inner.short_circuits.load(Ordering::Relaxed),
+                short_circuits: self.inner.short_circuits.0.load(Ordering::Relaxed),
             },
             time_in_state: Duration::from_nanos(v.in_state),
             probes_in_flight: v.probes_in_flight,
@@ -371,7 +422,7 @@ impl Breaker {
     fn manual(&self, op: impl FnOnce(&mut Machine, u64) -> Transition) {
         let now = self.inner.time.now();
         {
-            let mut core = self.inner.core.lock();
+            let mut core = self.lock();
             let t = op(&mut core.machine, now);
             self.publish(&mut core, t);
         }
@@ -394,12 +445,10 @@ impl Breaker {
     /// Under the lock: make the new state visible to the hot path and queue
     /// the change for delivery.
     fn publish(&self, core: &mut Core, t: Transition) {
-        self.inner
-            .gate
-            .store(core.machine.gate(), Ordering::Release);
+        self.sync_gate(core);
         core.seq += 1;
         let change = StateChange {
-            breaker: Arc::clone(&self.inner.name),
+            breaker: self.inner.name,
             from: t.from,
             to: t.to,
             reason: t.reason,
@@ -408,6 +457,39 @@ impl Breaker {
         };
         core.last = Some(change.clone());
         core.queue.push_back(change);
+    }
+
+    /// Under the lock: store the gate if the machine's has changed.
+    #[inline]
+    fn sync_gate(&self, core: &mut Core) {
+        let now = (core.machine.gate(), core.machine.quiet_until());
+        if now == core.published {
+            return;
+        }
+        let gate = &self.inner.gate;
+        // The deadline first: a reader that sees the new word must not
+        // pair it with an older deadline.
+        if now.1 != core.published.1 {
+            gate.quiet_until.store(now.1, Ordering::Release);
+        }
+        if now.0 != core.published.0 {
+            gate.word.store(now.0, Ordering::Release);
+        }
+        core.published = now;
+    }
+
+    /// Takes the lock and hands the machine the successes counted without
+    /// it, so that every locked operation sees every success.
+    #[inline]
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Core> {
+        let mut core = self.inner.core.lock();
+        let total = self.inner.quiet_successes.0.load(Ordering::Relaxed);
+        if total != core.absorbed {
+            let n = total - core.absorbed;
+            core.absorbed = total;
+            core.machine.absorb_quiet_successes(n);
+        }
+        core
     }
 
     /// Outside the lock: deliver queued changes, in order, exactly once.

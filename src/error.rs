@@ -2,7 +2,6 @@
 
 use std::error::Error as StdError;
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::{CallPath, State};
@@ -13,15 +12,15 @@ use crate::{CallPath, State};
 /// fallback is always safe and a retry cannot duplicate a side effect.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rejected {
-    pub(crate) breaker: Arc<str>,
+    pub(crate) breaker: &'static str,
     pub(crate) state: State,
     pub(crate) retry_after: Option<Duration>,
 }
 
 impl Rejected {
     /// The name of the breaker that refused the call.
-    pub fn breaker(&self) -> &str {
-        &self.breaker
+    pub fn breaker(&self) -> &'static str {
+        self.breaker
     }
 
     /// The state the breaker was in: [`State::Open`], [`State::HalfOpen`]

@@ -145,7 +145,7 @@ impl fmt::Display for Millis {
 #[derive(Clone, Debug, PartialEq)]
 pub struct StateChange {
     /// The breaker's name.
-    pub breaker: Arc<str>,
+    pub breaker: &'static str,
     /// The state before.
     pub from: State,
     /// The state after.

@@ -75,6 +75,7 @@ mod events;
 pub mod http;
 mod latency;
 mod machine;
+mod name;
 mod permit;
 mod snapshot;
 mod state;

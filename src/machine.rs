@@ -60,12 +60,24 @@ pub(crate) struct Totals {
 }
 
 // The gate: one word that lets the hot path decide without the lock.
-// Low two bits are the state; the rest is the closed generation (closed) or
-// the end of the open period in nanoseconds (open).
+// Low two bits are the state. Open: the rest is the end of the open period in
+// nanoseconds. Closed: bit 2 is GATE_QUIET_SUCCESS, the rest the generation.
+//
+// A quiet success is one that changes nothing but counts: no failure run to
+// reset, no latency to file, no call to time. The breaker counts those with
+// one atomic increment and hands the count to the machine
+// (`absorb_quiet_successes`) at its next locked operation; with a window,
+// only while the window's head bucket is current (`quiet_until`), so that
+// each success is filed in the bucket it happened in.
 pub(crate) const GATE_CLOSED: u64 = 0;
 pub(crate) const GATE_HALF_OPEN: u64 = 1;
 pub(crate) const GATE_FORCED: u64 = 2;
 pub(crate) const GATE_OPEN: u64 = 3;
+/// Closed, and a success in this generation would change nothing but the
+/// lifetime totals: no failure run to reset, no window, no timing.
+pub(crate) const GATE_QUIET_SUCCESS: u64 = 4;
+/// Where the generation starts in a closed gate.
+pub(crate) const GATE_GENERATION_SHIFT: u32 = 3;
 
 fn nanos(d: Duration) -> u64 {
     d.as_nanos().min(u128::from(u64::MAX >> 2)) as u64
@@ -151,7 +163,13 @@ impl Machine {
     /// The gate word for the current state.
     pub(crate) fn gate(&self) -> u64 {
         match self.state {
-            State::Closed => (self.generation << 2) | GATE_CLOSED,
+            State::Closed => {
+                let quiet =
+                    self.consecutive == 0 && self.latency.is_none() && self.slow_after.is_none();
+                (self.generation << GATE_GENERATION_SHIFT)
+                    | if quiet { GATE_QUIET_SUCCESS } else { 0 }
+                    | GATE_CLOSED
+            }
             State::HalfOpen => GATE_HALF_OPEN,
             State::ForcedOpen => GATE_FORCED,
             State::Open => (self.open_until.min(u64::MAX >> 2) << 2) | GATE_OPEN,
@@ -444,6 +462,22 @@ impl Machine {
     /// backoff. Lifetime totals are kept.
     pub(crate) fn reset(&mut self, now: u64, actor: Arc<str>, note: Arc<str>) -> Transition {
         self.close(now, Reason::Reset { actor, note })
+    }
+
+    /// Until when a quiet success may be counted without the lock: the end
+    /// of the window's head bucket, or forever without a window.
+    pub(crate) fn quiet_until(&self) -> u64 {
+        self.window.as_ref().map_or(u64::MAX, Window::head_end)
+    }
+
+    /// Takes `n` successes counted without the lock since the last locked
+    /// operation. They belong to the window's head bucket, which has not
+    /// moved since: only a locked operation moves it, and each one absorbs
+    /// first.
+    pub(crate) fn absorb_quiet_successes(&mut self, n: u64) {
+        if let Some(w) = &mut self.window {
+            w.absorb_successes(n.min(u64::from(u32::MAX)) as u32);
+        }
     }
 
     pub(crate) fn view(&mut self, now: u64) -> View {

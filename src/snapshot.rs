@@ -1,6 +1,5 @@
 //! A point-in-time view of a breaker, for metrics gauges and dashboards.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::{State, StateChange};
@@ -34,7 +33,7 @@ pub struct Totals {
 #[non_exhaustive]
 pub struct Snapshot {
     /// The breaker's name.
-    pub name: Arc<str>,
+    pub name: &'static str,
     /// The current state.
     pub state: State,
     /// The current run of consecutive failures.

@@ -91,6 +91,24 @@ impl Window {
         self.totals.add(one);
     }
 
+    /// Files `n` successes counted elsewhere in the head bucket: successes
+    /// the breaker counted without its lock while the head bucket was current.
+    pub(crate) fn absorb_successes(&mut self, n: u32) {
+        let slot = (self.head % SLOTS as u64) as usize;
+        let some = Counts {
+            calls: n,
+            failures: 0,
+            slow: 0,
+        };
+        self.buckets[slot].add(some);
+        self.totals.add(some);
+    }
+
+    /// Where the head bucket ends.
+    pub(crate) fn head_end(&self) -> u64 {
+        self.head_end
+    }
+
     /// The counts currently inside the window (as of the last `advance`).
     pub(crate) fn totals(&self) -> Counts {
         self.totals

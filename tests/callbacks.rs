@@ -100,7 +100,7 @@ fn the_callback_gets_name_from_to_reason_and_when_for_every_change_in_order() {
             ),
         ]
     );
-    assert!(log.iter().all(|c| &*c.breaker == "refdata"));
+    assert!(log.iter().all(|c| c.breaker == "refdata"));
     assert_eq!(
         log.iter().map(|c| c.seq).collect::<Vec<_>>(),
         (1..=7).collect::<Vec<_>>()

@@ -136,6 +136,46 @@ fn counts_are_exact_under_contention() {
 }
 
 #[test]
+fn the_window_holds_every_call_when_successes_and_failures_race() {
+    // Successes are counted without the lock while nothing else changes;
+    // every one must still reach the window, whichever thread files it.
+    const THREADS: u64 = 4;
+    const CALLS: u64 = 20_000;
+    let (builder, _mock) = quiet("refdata");
+    let b = builder
+        .failure_rate_threshold(1.0)
+        .minimum_calls(u32::MAX)
+        .failure_window(3_600 * SEC)
+        .build()
+        .unwrap();
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let b = &b;
+            s.spawn(move || {
+                for i in 0..CALLS {
+                    // Mostly successes, with a failure now and then on every
+                    // thread, so quiet and locked counting interleave.
+                    if (t + i) % 50 == 0 {
+                        drop(fail(b));
+                    } else {
+                        drop(succeed(b));
+                    }
+                }
+            });
+        }
+    });
+    let snap = b.snapshot();
+    let failures = (0..THREADS)
+        .map(|t| (0..CALLS).filter(|i| (t + i) % 50 == 0).count() as u32)
+        .sum::<u32>();
+    assert_eq!(snap.totals.calls, THREADS * CALLS);
+    assert_eq!(snap.window_calls, (THREADS * CALLS) as u32);
+    assert_eq!(snap.window_failures, failures);
+    assert_eq!(snap.totals.failures, u64::from(failures));
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[test]
 fn concurrent_failures_open_it_exactly_once() {
     const THREADS: usize = 8;
     let opened = Arc::new(AtomicUsize::new(0));
