@@ -14,6 +14,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::backoff::Rng;
+use crate::clock::Time;
 use crate::config::{BreakerBuilder, Callback};
 use crate::events::{publish, Subscriber, Subscription};
 use crate::machine::{
@@ -89,37 +90,11 @@ struct Core {
     published: (u64, u64),
     /// Quiet successes already handed to the machine.
     absorbed: u64,
+    /// Outcomes recorded under the lock, to sample the clock check.
+    settled: u64,
     queue: VecDeque<StateChange>,
     last: Option<StateChange>,
     seq: u64,
-}
-
-enum Time {
-    /// quanta's global recent time: an atomic load while `quanta::Upkeep`
-    /// runs, a direct clock read otherwise.
-    Recent { base: quanta::Instant },
-    /// An injected clock (a mock in tests).
-    Clock {
-        clock: quanta::Clock,
-        base: quanta::Instant,
-    },
-}
-
-impl Time {
-    #[inline]
-    fn now(&self) -> u64 {
-        let (t, base) = match self {
-            Time::Recent { base } => (quanta::Instant::recent(), *base),
-            Time::Clock { clock, base } => (clock.now(), *base),
-        };
-        t.duration_since(base).as_nanos() as u64
-    }
-
-    fn instant(&self, nanos: u64) -> quanta::Instant {
-        match self {
-            Time::Recent { base } | Time::Clock { base, .. } => *base + Duration::from_nanos(nanos),
-        }
-    }
 }
 
 impl Breaker {
@@ -131,13 +106,8 @@ impl Breaker {
 
     pub(crate) fn from_builder(b: BreakerBuilder) -> Breaker {
         let time = match b.clock {
-            Some(clock) => Time::Clock {
-                base: clock.now(),
-                clock,
-            },
-            None => Time::Recent {
-                base: quanta::Instant::now(),
-            },
+            Some(clock) => Time::clock(clock),
+            None => Time::recent(),
         };
         let seed = b.jitter_seed.unwrap_or_else(Rng::random_seed);
         let machine = Machine::new(b.settings, seed, time.now());
@@ -162,6 +132,7 @@ impl Breaker {
                 core: Mutex::new(Core {
                     published: (machine.gate(), machine.quiet_until()),
                     absorbed: 0,
+                    settled: 0,
                     machine,
                     queue: VecDeque::new(),
                     last: None,
@@ -275,6 +246,7 @@ impl Breaker {
 
     #[cold]
     fn acquire_locked(&self) -> Result<Permit<'_>, Rejected> {
+        self.inner.time.check_fresh();
         let now = self.inner.time.now();
         let (admit, changed) = {
             let mut core = self.lock();
@@ -295,7 +267,10 @@ impl Breaker {
     }
 
     fn refuse(&self, state: State, retry_after: Option<u64>) -> Rejected {
-        self.inner.short_circuits.0.fetch_add(1, Ordering::Relaxed);
+        let refused = self.inner.short_circuits.0.fetch_add(1, Ordering::Relaxed);
+        if refused % 1024 == 1023 {
+            self.inner.time.check_fresh();
+        }
         Rejected {
             breaker: self.inner.name,
             state,
@@ -335,25 +310,32 @@ impl Breaker {
 
     fn settle_locked(&self, ticket: Ticket, started: u64, outcome: Outcome) {
         let now = self.inner.time.now();
+
         let elapsed = if self.inner.times_calls || matches!(ticket, Ticket::Probe { .. }) {
             now.saturating_sub(started)
         } else {
             0
         };
-        let changed = {
+        let (changed, sample) = {
             let mut core = self.lock();
+            core.settled = core.settled.wrapping_add(1);
+            let sample = core.settled % 1024 == 0;
             let transition = core.machine.record(now, ticket, outcome, elapsed);
             self.sync_gate(&mut core);
-            match transition {
+            let changed = match transition {
                 Some(t) => {
                     self.publish(&mut core, t);
                     true
                 }
                 None => false,
-            }
+            };
+            (changed, sample)
         };
         if changed {
             self.dispatch();
+        }
+        if sample {
+            self.inner.time.check_fresh();
         }
     }
 
@@ -372,6 +354,7 @@ impl Breaker {
 
     /// A consistent view of the breaker's counters and state.
     pub fn snapshot(&self) -> Snapshot {
+        self.inner.time.check_fresh();
         let now = self.inner.time.now();
         let (v, last, quiet) = {
             let mut core = self.lock();

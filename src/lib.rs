@@ -50,11 +50,12 @@
 //! # Time
 //!
 //! Time comes from `quanta`'s monotonic clock, never the wall clock. By
-//! default the breaker reads `quanta::Instant::recent()`: start a
-//! `quanta::Upkeep` thread at process start and that read is one atomic load;
-//! without it, each read is a direct clock read. Tests inject
-//! `quanta::Clock::mock()` through [`BreakerBuilder::clock`] and move time
-//! with its handle instead of sleeping.
+//! default a breaker reads `quanta::Instant::recent()`, one atomic load; the
+//! first breaker built that way starts quanta's upkeep thread (a 1 ms tick)
+//! unless the application runs one, and the breaker restarts it should it be
+//! stopped. Tests inject `quanta::Clock::mock()` through
+//! [`BreakerBuilder::clock`] and move time with its handle instead of
+//! sleeping; an injected clock is read directly and starts no thread.
 //!
 //! # Features
 //!
@@ -68,6 +69,7 @@ mod backoff;
 mod breaker;
 mod call_path;
 mod classify;
+mod clock;
 mod config;
 mod error;
 mod events;
