@@ -10,10 +10,11 @@
 //! - `two_threads`: two threads calling one closed breaker; the time is the
 //!   aggregate per call (wall time over calls made by both threads).
 //! - `snapshot`: one `Breaker::snapshot`.
-//! - `no_upkeep`: fusebox and its floor with no `quanta::Upkeep` thread
-//!   running, so every `recent()` is a direct clock read. This group runs
-//!   first, because once an upkeep thread has run, quanta's recent time stays
-//!   set for the rest of the process.
+//! - `no_upkeep`: every clock read a direct one. The baselines run before
+//!   any upkeep thread has (once one has run, quanta's recent time stays set
+//!   for the rest of the process), so this group runs first; fusebox's default
+//!   clock starts an upkeep thread itself, so its breakers here are given a
+//!   `quanta::Clock::new()`, which is read directly on every call.
 //!
 //! After the groups, the binary reads Criterion's estimates back and prints
 //! the ratio table that `docs/performance.md` holds.
@@ -51,25 +52,38 @@ fn fail() -> Result<u64, io::Error> {
 /// fusebox with its default configuration (consecutive failures and the
 /// failure-rate window on).
 fn fusebox_default(open_duration: Duration) -> Breaker {
+    default_builder(open_duration)
+        .build()
+        .expect("valid config")
+}
+
+fn default_builder(open_duration: Duration) -> fusebox::BreakerBuilder {
     Breaker::builder("bench")
         .call_path(CallPath::ReferenceData)
         .classifier(Classifier::every_error_is_a_failure())
         .open_duration(open_duration)
         .max_open_duration(open_duration.max(Duration::from_secs(300)))
-        .build()
-        .expect("valid config")
 }
 
 /// fusebox with its cheapest configuration: consecutive failures only, no
 /// window, no slow-call timing.
 fn fusebox_cheapest(open_duration: Duration) -> Breaker {
-    Breaker::builder("bench")
-        .call_path(CallPath::ReferenceData)
-        .classifier(Classifier::every_error_is_a_failure())
+    cheapest_builder(open_duration)
+        .build()
+        .expect("valid config")
+}
+
+fn cheapest_builder(open_duration: Duration) -> fusebox::BreakerBuilder {
+    default_builder(open_duration)
         .failure_threshold(5)
         .failure_rate_threshold(None)
-        .open_duration(open_duration)
-        .max_open_duration(open_duration.max(Duration::from_secs(300)))
+}
+
+/// A breaker that reads `quanta::Clock::new()` directly on every call, and
+/// starts no upkeep thread.
+fn direct_clock(builder: fusebox::BreakerBuilder) -> Breaker {
+    builder
+        .clock(quanta::Clock::new())
         .build()
         .expect("valid config")
 }
@@ -170,11 +184,11 @@ fn no_upkeep(c: &mut Criterion) {
     g.bench_function("quanta_recent", |b| b.iter(quanta::Instant::recent));
     let m = Mutex::new(quanta::Instant::now());
     g.bench_function("floor", |b| b.iter(|| floor(&m)));
-    let d = fusebox_default(HOUR);
+    let d = direct_clock(default_builder(HOUR));
     g.bench_function("fusebox_default", |b| b.iter(|| d.call(work)));
-    let cheap = fusebox_cheapest(HOUR);
+    let cheap = direct_clock(cheapest_builder(HOUR));
     g.bench_function("fusebox_cheapest", |b| b.iter(|| cheap.call(work)));
-    let open = tripped(fusebox_cheapest(HOUR));
+    let open = tripped(direct_clock(cheapest_builder(HOUR)));
     g.bench_function("fusebox_open", |b| b.iter(|| open.call(work)));
     assert_eq!(open.state(), State::Open);
     g.finish();
@@ -642,9 +656,13 @@ fn main() {
         .configure_from_args();
     // Before any upkeep thread has run: see the module docs.
     no_upkeep(&mut c);
-    let _upkeep = quanta::Upkeep::new(Duration::from_millis(1))
-        .start()
-        .expect("start quanta upkeep thread");
+    // The first breaker built with the default clock would start one too;
+    // starting it here makes the baselines below see the same recent time.
+    let _upkeep = match quanta::Upkeep::new(Duration::from_millis(1)).start() {
+        Ok(handle) => Some(handle),
+        Err(quanta::Error::UpkeepRunning) => None,
+        Err(e) => panic!("cannot start quanta's upkeep thread: {e}"),
+    };
     baselines(&mut c);
     closed_success(&mut c);
     open_rejection(&mut c);
