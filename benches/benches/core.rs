@@ -567,6 +567,12 @@ const TARGETS: &[Target] = &[
         against: &["two_threads/mutex"],
     },
     Target {
+        what: "two threads <= 1.3x a contended mutex (default config)",
+        id: "two_threads/fusebox_default",
+        limit: 1.3,
+        against: &["two_threads/mutex"],
+    },
+    Target {
         what: "two threads below every peer",
         id: "two_threads/fusebox_cheapest",
         limit: 1.0,
