@@ -4,56 +4,17 @@
 //! The count is per thread, so tests running in parallel do not see each
 //! other's allocations.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::hint::black_box;
 use std::io;
 use std::time::Duration;
 
 use fusebox::{Breaker, CallError, CallPath, Classifier, State};
 
-/// Forwards to the system allocator and counts allocations made by the
-/// current thread. (`unsafe` is needed to implement `GlobalAlloc`; the crate
-/// itself forbids it.)
-struct Counting;
-
-thread_local! {
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn count_one() {
-    // `try_with`: a thread being torn down may still allocate.
-    let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
-}
-
-// SAFETY: every method forwards to `System` with its arguments unchanged.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count_one();
-        // SAFETY: forwarded as is.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count_one();
-        // SAFETY: forwarded as is.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count_one();
-        // SAFETY: forwarded as is.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded as is.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+#[path = "support/counting_alloc.rs"]
+mod counting_alloc;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: counting_alloc::Counting = counting_alloc::Counting;
 
 /// Allocations made by this thread while running `f` 1 000 times, after
 /// 100 runs of warm-up (the first clock read sets quanta's clock up).
@@ -61,11 +22,11 @@ fn allocations(mut f: impl FnMut()) -> u64 {
     for _ in 0..100 {
         f();
     }
-    let before = ALLOCATIONS.with(Cell::get);
-    for _ in 0..1_000 {
-        f();
-    }
-    ALLOCATIONS.with(Cell::get) - before
+    counting_alloc::allocations_in(|| {
+        for _ in 0..1_000 {
+            f();
+        }
+    })
 }
 
 /// Long enough that an open breaker stays open for the whole test.

@@ -6,6 +6,14 @@
 #[path = "support/http_server.rs"]
 mod http_server;
 
+#[path = "support/counting_alloc.rs"]
+mod counting_alloc;
+
+/// Counts allocations made by the current thread, so that the server's
+/// threads and parallel tests do not show up.
+#[global_allocator]
+static GLOBAL: counting_alloc::Counting = counting_alloc::Counting;
+
 use std::io;
 use std::thread;
 use std::time::Duration;
@@ -606,61 +614,6 @@ fn retry_after_is_honoured_up_to_the_cap() {
 
 // --- the hot path ------------------------------------------------------
 
-/// Counts allocations made by the current thread, so that the server's
-/// threads and parallel tests do not show up. (`unsafe` is needed to
-/// implement `GlobalAlloc`; the crate itself forbids it.)
-mod counting {
-    use std::alloc::{GlobalAlloc, Layout, System};
-    use std::cell::Cell;
-
-    pub(super) struct Counting;
-
-    thread_local! {
-        static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-    }
-
-    fn count_one() {
-        // `try_with`: a thread being torn down may still allocate.
-        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
-    }
-
-    /// Allocations made by this thread while running `f`.
-    pub(super) fn allocations(f: impl FnOnce()) -> u64 {
-        let before = ALLOCATIONS.with(Cell::get);
-        f();
-        ALLOCATIONS.with(Cell::get) - before
-    }
-
-    // SAFETY: every method forwards to `System` with its arguments unchanged.
-    unsafe impl GlobalAlloc for Counting {
-        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-            count_one();
-            // SAFETY: forwarded as is.
-            unsafe { System.alloc(layout) }
-        }
-
-        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-            count_one();
-            // SAFETY: forwarded as is.
-            unsafe { System.alloc_zeroed(layout) }
-        }
-
-        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-            count_one();
-            // SAFETY: forwarded as is.
-            unsafe { System.realloc(ptr, layout, new_size) }
-        }
-
-        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-            // SAFETY: forwarded as is.
-            unsafe { System.dealloc(ptr, layout) }
-        }
-    }
-
-    #[global_allocator]
-    static GLOBAL: Counting = Counting;
-}
-
 #[test]
 fn a_guarded_call_allocates_no_more_than_the_bare_request() {
     let server = HttpServer::start();
@@ -690,7 +643,9 @@ fn a_guarded_call_allocates_no_more_than_the_bare_request() {
     // The median of 21 calls: how the body's bytes happen to arrive can
     // change a call's count by a reallocation either way.
     let median = |call: &dyn Fn()| {
-        let mut counts: Vec<u64> = (0..21).map(|_| counting::allocations(call)).collect();
+        let mut counts: Vec<u64> = (0..21)
+            .map(|_| counting_alloc::allocations_in(call))
+            .collect();
         counts.sort_unstable();
         counts[10]
     };
@@ -718,8 +673,8 @@ fn a_rejected_call_allocates_only_the_request_builder() {
     };
     build_only();
     rejected();
-    let builder = counting::allocations(build_only);
-    let rejection = counting::allocations(rejected);
+    let builder = counting_alloc::allocations_in(build_only);
+    let rejection = counting_alloc::allocations_in(rejected);
     println!("allocations per rejection: {rejection}, building the request alone: {builder}");
     assert!(
         rejection <= builder,
