@@ -319,7 +319,6 @@ impl Breaker {
 
     fn settle_locked(&self, ticket: Ticket, started: u64, outcome: Outcome) {
         let now = self.inner.time.now();
-
         let elapsed = if self.inner.times_calls || matches!(ticket, Ticket::Probe { .. }) {
             now.saturating_sub(started)
         } else {
