@@ -52,7 +52,7 @@ pub struct Breaker {
 }
 
 struct Inner {
-    name: &'static str,
+    name: crate::name::Name,
     call_path: CallPath,
     /// The state in one word, for the lock-free part of the hot path, and
     /// until when a quiet success may skip the lock. Written only under the
@@ -280,11 +280,7 @@ impl Breaker {
         if refused % 1024 == 1023 {
             self.inner.time.check_fresh();
         }
-        Rejected {
-            breaker: self.inner.name,
-            state,
-            retry_after: retry_after.map(Duration::from_nanos),
-        }
+        Rejected::new(self.inner.name, state, retry_after)
     }
 
     #[inline]

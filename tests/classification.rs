@@ -113,7 +113,7 @@ fn a_refusal_is_distinct_from_the_dependencys_error_and_carries_name_state_and_r
         .unwrap_err();
     assert!(!invoked.get(), "the closure was not invoked");
     assert!(err.is_rejected());
-    let rej = err.rejected().unwrap().clone();
+    let rej = *err.rejected().unwrap();
     assert_eq!(rej.breaker(), "refdata");
     assert_eq!(rej.state(), State::Open);
     assert_eq!(rej.retry_after(), Some(6 * SEC));
