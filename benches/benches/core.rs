@@ -555,6 +555,12 @@ const TARGETS: &[Target] = &[
         against: &["baseline/lock"],
     },
     Target {
+        what: "open rejection cheaper than one lock round trip (default config)",
+        id: "open_rejection/fusebox_default",
+        limit: 1.0,
+        against: &["baseline/lock"],
+    },
+    Target {
         what: "open rejection <= 0.4x every peer",
         id: "open_rejection/fusebox_cheapest",
         limit: 0.4,
