@@ -16,6 +16,7 @@ use parking_lot::Mutex;
 use crate::backoff::Rng;
 use crate::clock::Time;
 use crate::config::{BreakerBuilder, Callback};
+use crate::counter::Counter;
 use crate::events::{publish, Subscriber, Subscription};
 use crate::machine::{
     Admit, Machine, Ticket, Transition, GATE_CLOSED, GATE_FORCED, GATE_GENERATION_SHIFT,
@@ -59,8 +60,8 @@ struct Inner {
     /// lock.
     gate: Gate,
     /// Successes counted without the lock (see `settle`).
-    quiet_successes: Padded,
-    short_circuits: Padded,
+    quiet_successes: Counter,
+    short_circuits: Counter,
     time: Time,
     times_calls: bool,
     has_window: bool,
@@ -70,11 +71,6 @@ struct Inner {
     on_change: Option<Callback>,
     subscribers: Mutex<Vec<Subscriber>>,
 }
-
-/// An atomic on a cache line of its own, so that threads counting on one
-/// do not slow down threads reading another.
-#[repr(align(128))]
-struct Padded(AtomicU64);
 
 /// The gate word and the quiet-success deadline, on one read-mostly line.
 #[repr(align(128))]
@@ -124,8 +120,8 @@ impl Breaker {
                     word: AtomicU64::new(machine.gate()),
                     quiet_until: AtomicU64::new(machine.quiet_until()),
                 },
-                quiet_successes: Padded(AtomicU64::new(0)),
-                short_circuits: Padded(AtomicU64::new(0)),
+                quiet_successes: Counter::default(),
+                short_circuits: Counter::default(),
                 times_calls: machine.times_calls(),
                 has_window: machine.quiet_until() != u64::MAX,
                 time,
@@ -276,7 +272,7 @@ impl Breaker {
 
     #[inline(always)]
     fn refuse(&self, state: State, retry_after: Option<u64>) -> Rejected {
-        let refused = self.inner.short_circuits.0.fetch_add(1, Ordering::Relaxed);
+        let refused = self.inner.short_circuits.add_one();
         if refused % 1024 == 1023 {
             self.inner.time.check_fresh();
         }
@@ -306,7 +302,7 @@ impl Breaker {
                 && (!self.inner.has_window
                     || self.inner.time.now() < gate.quiet_until.load(Ordering::Relaxed))
             {
-                self.inner.quiet_successes.0.fetch_add(1, Ordering::Relaxed);
+                self.inner.quiet_successes.add_one();
                 return;
             }
         }
@@ -362,7 +358,7 @@ impl Breaker {
         let now = self.inner.time.now();
         let (v, last, quiet) = {
             let mut core = self.lock();
-            let quiet = self.inner.quiet_successes.0.load(Ordering::Relaxed);
+            let quiet = self.inner.quiet_successes.sum();
             (core.machine.view(now), core.last.clone(), quiet)
         };
         Snapshot {
@@ -383,7 +379,7 @@ impl Breaker {
                 failures: v.totals.failures,
                 ignored: v.totals.ignored,
                 slow: v.totals.slow,
-                short_circuits: self.inner.short_circuits.0.load(Ordering::Relaxed),
+                short_circuits: self.inner.short_circuits.sum(),
             },
             time_in_state: Duration::from_nanos(v.in_state),
             probes_in_flight: v.probes_in_flight,
@@ -470,7 +466,7 @@ impl Breaker {
     #[inline]
     fn lock(&self) -> parking_lot::MutexGuard<'_, Core> {
         let mut core = self.inner.core.lock();
-        let total = self.inner.quiet_successes.0.load(Ordering::Relaxed);
+        let total = self.inner.quiet_successes.sum();
         if total != core.absorbed {
             let n = total - core.absorbed;
             core.absorbed = total;

@@ -71,6 +71,7 @@ mod call_path;
 mod classify;
 mod clock;
 mod config;
+mod counter;
 mod error;
 mod events;
 #[cfg(feature = "http")]
