@@ -57,6 +57,10 @@
 //! [`BreakerBuilder::clock`] and move time with its handle instead of
 //! sleeping; an injected clock is read directly and starts no thread.
 //!
+//! An application that starts its own `quanta::Upkeep` should do so before
+//! building breakers, or treat `quanta::Error::UpkeepRunning` as success:
+//! only one upkeep thread runs per process, and either one serves both.
+//!
 //! # Features
 //!
 //! - `http` (default): the `ureq` 3 integration in [`http`]: a classifier for
