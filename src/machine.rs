@@ -249,25 +249,23 @@ impl Machine {
             Outcome::Ignored => t.ignored += 1,
         }
         t.slow += u64::from(slow);
+        // Admitted before the state last changed: it counts in the totals
+        // only. In particular a straggler's request to back off must not
+        // lengthen an outage it was not part of.
+        if !self.is_current(ticket) {
+            return None;
+        }
         if let Outcome::Throttled(d) = outcome {
-            // Only a current call's request to back off is honoured: a
-            // straggler must not lengthen an outage it was not part of.
-            if self.is_current(ticket) {
-                self.throttle_until = self.throttle_until.max(now.saturating_add(nanos(d)));
-            }
+            self.throttle_until = self.throttle_until.max(now.saturating_add(nanos(d)));
         }
         match ticket {
-            Ticket::Closed { generation }
-                if self.state == State::Closed && generation == self.generation =>
-            {
-                self.closed_outcome(now, outcome, slow, elapsed)
-            }
-            Ticket::Probe { id } if self.state == State::HalfOpen => {
-                let probe = self
+            Ticket::Closed { .. } => self.closed_outcome(now, outcome, slow, elapsed),
+            Ticket::Probe { id } => {
+                let slot = self
                     .probes
                     .iter_mut()
-                    .find(|p| p.is_some_and(|p| p.id == id))?
-                    .take()?;
+                    .find(|p| p.is_some_and(|p| p.id == id))?;
+                let probe = slot.take()?;
                 // A probe that answers after its deadline has already
                 // failed, whatever it says; so has the round if another
                 // probe is past its own.
@@ -278,9 +276,6 @@ impl Machine {
                 let slow_probe = self.probe_slow_after.is_some_and(|d| elapsed > d);
                 self.probe_outcome(now, outcome, slow_probe, elapsed)
             }
-            // Admitted before the state last changed: it counts in the
-            // totals only.
-            _ => None,
         }
     }
 
