@@ -405,7 +405,7 @@ impl Unavailable {
 
 impl fmt::Display for Unavailable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}; ", self.error)?;
+        // The call's error is the source, so a chain prints it once.
         match self.why {
             Why::NotKept => f.write_str("no fallback for this request"),
             Why::VendorAnswered => f.write_str("the vendor's answer stands, no fallback"),
