@@ -38,7 +38,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let breaker = Breaker::builder("refdata-vendor")
         .call_path(CallPath::ReferenceData)
         .classifier(fusebox::http::classifier())
-        .failure_threshold(3)
+        .consecutive_failure_threshold(3)
         .slow_call_duration(Duration::from_millis(150))
         .slow_call_rate_threshold(0.5)
         .failure_window(Duration::from_millis(500))

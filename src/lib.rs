@@ -23,7 +23,7 @@
 //!         }
 //!         _ => Verdict::Ignore,
 //!     }))
-//!     .failure_threshold(3)
+//!     .consecutive_failure_threshold(3)
 //!     .open_duration(Duration::from_secs(5))
 //!     .build()?;
 //!
@@ -90,12 +90,14 @@ mod window;
 
 pub use breaker::{Breaker, Decorated};
 pub use call_path::CallPath;
-pub use classify::{Classifier, Outcome, Verdict};
-pub use config::BreakerBuilder;
+#[allow(deprecated)] // `Outcome`, kept for one more release
+pub use classify::Outcome;
+pub use classify::{Classifier, ErrorView, Verdict};
+pub use config::{BreakerBuilder, BreakerConfig};
 pub use error::{CallError, ConfigError, Rejected};
 pub use events::{Reason, StateChange, Subscription};
 pub use latency::LatencyTrip;
-pub use permit::Permit;
+pub use permit::{OwnedPermit, Permit};
 pub use snapshot::{Snapshot, Totals};
 pub use state::State;
 

@@ -44,7 +44,7 @@ fn refuses_order_cancel_kill_switch_and_risk_check_paths() {
         CallPath::KillSwitch,
         CallPath::RiskCheck,
     ] {
-        let e = refused_for(valid().call_path(path), "call_path");
+        let e = refused_for(valid().call_path(path.clone()), "call_path");
         assert!(e.to_string().contains(path.as_str()), "{e}");
         match e {
             ConfigError::ForbiddenCallPath { path: p, why } => {
@@ -55,7 +55,10 @@ fn refuses_order_cancel_kill_switch_and_risk_check_paths() {
         }
         // However it is configured otherwise.
         refused_for(
-            valid().call_path(path).failure_threshold(1).jitter(0.0),
+            valid()
+                .call_path(path)
+                .consecutive_failure_threshold(1)
+                .jitter(0.0),
             "call_path",
         );
     }
@@ -68,9 +71,9 @@ fn accepts_the_optional_paths() {
         CallPath::HistoricalData,
         CallPath::AltData,
         CallPath::Enrichment,
-        CallPath::Other("fx-fixings"),
+        CallPath::custom("fx-fixings"),
     ] {
-        let b = valid().call_path(path).build().unwrap();
+        let b = valid().call_path(path.clone()).build().unwrap();
         assert_eq!(b.call_path(), path);
     }
 }
@@ -93,7 +96,10 @@ fn requires_a_call_path_and_a_classifier() {
 fn refuses_every_invalid_setting_naming_the_field() {
     let s = Duration::from_secs(1);
     let cases: Vec<(BreakerBuilder, &str)> = vec![
-        (valid().failure_threshold(0), "failure_threshold"),
+        (
+            valid().consecutive_failure_threshold(0),
+            "consecutive_failure_threshold",
+        ),
         (
             Breaker::builder("")
                 .call_path(CallPath::AltData)
@@ -211,12 +217,12 @@ fn refuses_every_invalid_setting_naming_the_field() {
         // Every trip condition off: the breaker could never open.
         (
             valid()
-                .failure_threshold(None)
+                .consecutive_failure_threshold(None)
                 .failure_rate_threshold(None)
                 .window_failure_threshold(None)
                 .slow_call_rate_threshold(None)
                 .latency_trip(None),
-            "failure_threshold",
+            "consecutive_failure_threshold",
         ),
     ];
     for (builder, field) in cases {
@@ -232,7 +238,7 @@ fn refuses_every_invalid_setting_naming_the_field() {
 fn accepts_the_edges_of_every_range() {
     let s = Duration::from_secs(1);
     let edges = [
-        valid().failure_threshold(1),
+        valid().consecutive_failure_threshold(1),
         valid().failure_window(Duration::from_millis(1)),
         valid().window_failure_threshold(1),
         valid().failure_rate_threshold(1.0),
@@ -255,15 +261,15 @@ fn accepts_the_edges_of_every_range() {
         valid().failure_window(Duration::MAX),
         // One condition on is enough, whichever it is.
         valid()
-            .failure_threshold(None)
+            .consecutive_failure_threshold(None)
             .failure_rate_threshold(None)
             .window_failure_threshold(2),
         valid()
-            .failure_threshold(None)
+            .consecutive_failure_threshold(None)
             .failure_rate_threshold(None)
             .latency_trip(LatencyTrip::new()),
         valid()
-            .failure_threshold(None)
+            .consecutive_failure_threshold(None)
             .failure_rate_threshold(None)
             .slow_call_duration(s)
             .slow_call_rate_threshold(0.5),
@@ -280,7 +286,7 @@ fn extreme_but_valid_durations_do_not_overflow() {
     let (clock, mock) = quanta::Clock::mock();
     let b = valid()
         .clock(clock)
-        .failure_threshold(1)
+        .consecutive_failure_threshold(1)
         .failure_window(Duration::MAX)
         .window_failure_threshold(3)
         .open_duration(Duration::MAX)

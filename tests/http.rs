@@ -43,7 +43,7 @@ fn breaker() -> BreakerBuilder {
     Breaker::builder("vendor")
         .call_path(CallPath::ReferenceData)
         .classifier(fusebox::http::classifier())
-        .failure_threshold(2)
+        .consecutive_failure_threshold(2)
         .failure_rate_threshold(None)
         .open_duration(Duration::from_secs(1))
         .jitter(0.0)
@@ -254,7 +254,7 @@ fn client_errors_pass_through_and_never_trip_the_breaker() {
 fn too_many_requests_with_retry_after_keeps_the_breaker_open_that_long() {
     let server = HttpServer::start();
     server.reply(Reply::status(429).header("Retry-After", "5"));
-    let (client, _clock, mock) = mocked_client(breaker().failure_threshold(1));
+    let (client, _clock, mock) = mocked_client(breaker().consecutive_failure_threshold(1));
     let url = server.url("/quota");
 
     assert_eq!(status_of(client.get(&url).call()), 429);
@@ -278,8 +278,11 @@ fn too_many_requests_can_be_the_callers_problem() {
     let server = HttpServer::start();
     server.reply(Reply::status(429).header("Retry-After", "5"));
     let classifier = HttpClassifier::new().too_many_requests(TooManyRequests::Ignore);
-    let (client, _clock, _mock) =
-        mocked_client(breaker().failure_threshold(1).classifier(classifier.into()));
+    let (client, _clock, _mock) = mocked_client(
+        breaker()
+            .consecutive_failure_threshold(1)
+            .classifier(classifier.into()),
+    );
 
     for _ in 0..3 {
         assert_eq!(status_of(client.get(server.url("/quota")).call()), 429);
@@ -491,7 +494,7 @@ fn files_answers_by_method_uri_and_query() {
 fn keeps_at_most_max_entries_and_max_bytes() {
     let server = HttpServer::start();
     server.reply(Reply::ok("0123456789"));
-    let (client, clock, _mock) = mocked_client(breaker().failure_threshold(100));
+    let (client, clock, _mock) = mocked_client(breaker().consecutive_failure_threshold(100));
     let cache = LastKnownGood::new(Duration::from_secs(60))
         .max_entries(2)
         .clock(clock.clone());

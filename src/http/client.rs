@@ -196,7 +196,7 @@ impl GuardedClient {
             Err(e) => Error::Transport(e),
         };
         let verdict = self.breaker.classifier().classify(&error);
-        permit.record(verdict.into());
+        permit.record(verdict);
         Err(Failure {
             error: CallError::Failed(error),
             verdict,
