@@ -48,8 +48,15 @@
 mod classifier;
 mod client;
 mod error;
+mod failure;
 mod fallback;
+mod key;
 mod retry_after;
+
+/// The `ureq` this integration is built on, so that an application can name
+/// its types (`Agent`, `Error`, `http::Method`) without declaring a
+/// dependency on the same version itself.
+pub use ureq;
 
 pub use classifier::{classifier, HttpClassifier, TooManyRequests};
 pub use client::{GuardedClient, GuardedRequest};
