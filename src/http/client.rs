@@ -33,7 +33,7 @@ use crate::{Breaker, CallError, Verdict};
 /// between threads.
 ///
 /// ```no_run
-/// use fusebox::http::GuardedClient;
+/// use fusebox::http::{ureq, GuardedClient};
 /// use fusebox::{Breaker, CallError, CallPath};
 /// use std::time::Duration;
 ///
