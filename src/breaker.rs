@@ -160,6 +160,16 @@ impl Breaker {
         &self.inner.classifier
     }
 
+    /// How long a probe may stay out (`max_probe_duration`) and the
+    /// slow-call mark (`slow_call_duration`), for an integration that checks
+    /// its own timeout against them once, when it is set up.
+    #[cfg(feature = "http")]
+    pub(crate) fn probe_and_slow_call_durations(&self) -> (Duration, Option<Duration>) {
+        let core = self.inner.core.lock();
+        let s = core.machine.settings();
+        (s.max_probe_duration, s.slow_call_duration)
+    }
+
     /// Runs `f` through the breaker.
     ///
     /// If the breaker refuses, `f` is not invoked and the result is

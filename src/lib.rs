@@ -65,6 +65,14 @@
 //!
 //! - `http` (default): the `ureq` 3 integration in [`http`]: a classifier for
 //!   ureq errors, a guarded client, and a last-known-good fallback.
+//!
+// The `http` module exists only with its feature: link to it, or to its
+// published docs when the crate is documented without it.
+#![cfg_attr(feature = "http", doc = "[`http`]: crate::http")]
+#![cfg_attr(
+    not(feature = "http"),
+    doc = "[`http`]: https://docs.rs/fusebox/latest/fusebox/http/"
+)]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations, unreachable_pub)]

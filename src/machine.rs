@@ -176,6 +176,12 @@ impl Machine {
         }
     }
 
+    /// The settings it was built with.
+    #[cfg(feature = "http")]
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.s
+    }
+
     /// Whether the slow-call clock must be read when a call starts.
     pub(crate) fn times_calls(&self) -> bool {
         self.slow_after.is_some() || self.latency.is_some()

@@ -15,6 +15,7 @@ mod counting_alloc;
 static GLOBAL: counting_alloc::Counting = counting_alloc::Counting;
 
 use std::io;
+use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
@@ -25,9 +26,12 @@ use fusebox::{Breaker, BreakerBuilder, CallError, CallPath, Reason, State, Verdi
 use http_server::{Gate, HttpServer, Reply};
 use quanta::{Clock, Mock};
 use std::sync::Arc;
+use ureq::http::Method;
 
-/// The agent's whole-call timeout: short, so that tests are fast.
-const TIMEOUT: Duration = Duration::from_millis(200);
+/// The agent's whole-call timeout: short, so that the tests against a
+/// hanging vendor are fast, and long enough that a healthy answer on a
+/// loaded machine is not taken for a timeout.
+const TIMEOUT: Duration = Duration::from_secs(1);
 
 fn agent(timeout: Duration) -> ureq::Agent {
     ureq::Agent::config_builder()
@@ -67,6 +71,17 @@ fn last_reason(client: &GuardedClient) -> Reason {
         .last_transition
         .expect("a state change")
         .reason
+}
+
+/// Runs `call` on a thread of its own and waits for its result; `None` if
+/// it has not returned after 10 s (a guard against a test that would hang
+/// forever, not a timing check: the agent's timeout is 1 s).
+fn returns<T: Send + 'static>(call: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(call());
+    });
+    rx.recv_timeout(Duration::from_secs(10)).ok()
 }
 
 fn status_of(result: Result<fusebox::http::Response, CallError<Error>>) -> u16 {
@@ -117,6 +132,154 @@ fn refuses_an_agent_that_turns_statuses_into_errors() {
     let err = GuardedClient::new(default_statuses, breaker().build().unwrap()).unwrap_err();
     assert_eq!(err, AgentError::StatusAsError);
     assert!(err.to_string().contains("http_status_as_error(false)"));
+}
+
+#[test]
+fn a_request_level_config_cannot_switch_the_timeout_off() {
+    let server = HttpServer::start();
+    server.reply(Reply::hang());
+    let (client, _clock, _mock) = mocked_client(breaker());
+    let url = server.url("/hangs");
+
+    let result = returns(move || {
+        client
+            .get(url)
+            .with(|r| r.config().timeout_global(None).build())
+            .call()
+    })
+    .expect("the call was still blocked on a hanging vendor after 10 s");
+    match result {
+        Err(CallError::Failed(Error::Transport(ureq::Error::Timeout(t)))) => {
+            assert_eq!(t, ureq::Timeout::Global)
+        }
+        other => panic!("expected the client's timeout, got {other:?}"),
+    }
+    assert_eq!(server.requests(), 1);
+}
+
+#[test]
+fn a_per_request_timeout_is_cut_to_the_clients() {
+    let server = HttpServer::start();
+    server.reply(Reply::hang());
+    let (client, _clock, _mock) = mocked_client(breaker());
+    assert_eq!(client.timeout(), TIMEOUT);
+    let url = server.url("/hangs");
+
+    let result = returns(move || {
+        client
+            .get(url)
+            .timeout(Duration::from_secs(3_600))
+            .with(|r| r.config().timeout_per_call(None).build())
+            .call()
+    })
+    .expect("an hour-long request timeout was not cut to the client's");
+    assert!(
+        matches!(
+            result,
+            Err(CallError::Failed(Error::Transport(ureq::Error::Timeout(_))))
+        ),
+        "{result:?}"
+    );
+}
+
+#[test]
+fn a_request_level_config_cannot_turn_statuses_into_errors() {
+    let server = HttpServer::start();
+    server.reply(Reply::status(503).header("Retry-After", "5"));
+    let (client, _clock, _mock) = mocked_client(breaker().failure_threshold(1));
+
+    let result = client
+        .get(server.url("/down"))
+        .with(|r| r.config().http_status_as_error(true).build())
+        .call();
+    // The response, and its Retry-After, reached the classifier.
+    assert_eq!(status_of(result), 503);
+    assert_eq!(
+        client.breaker().snapshot().retry_after,
+        Some(Duration::from_secs(5))
+    );
+}
+
+#[test]
+fn refuses_a_breaker_whose_probe_expires_before_the_agents_timeout() {
+    let slow_agent = || agent(Duration::from_secs(2));
+    let short_probe = breaker()
+        .max_probe_duration(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let err = GuardedClient::new(slow_agent(), short_probe).unwrap_err();
+    assert_eq!(
+        err,
+        AgentError::ProbeOutlivedByCall {
+            max_probe_duration: Duration::from_millis(300),
+            timeout: Duration::from_secs(2),
+        }
+    );
+    let message = err.to_string();
+    assert!(
+        message.contains("max_probe_duration (300ms)") && message.contains("timeout (2s)"),
+        "{message}"
+    );
+
+    // As long as the timeout, the probe is still out when its call returns.
+    let long_enough = breaker()
+        .max_probe_duration(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    assert!(GuardedClient::new(slow_agent(), long_enough).is_ok());
+}
+
+#[test]
+fn refuses_a_slow_call_duration_longer_than_the_agents_timeout() {
+    let never_slow = breaker()
+        .slow_call_duration(Duration::from_secs(3))
+        .slow_call_rate_threshold(0.5)
+        .build()
+        .unwrap();
+    let err = GuardedClient::new(agent(Duration::from_secs(2)), never_slow).unwrap_err();
+    assert_eq!(
+        err,
+        AgentError::SlowCallNeverFires {
+            slow_call_duration: Duration::from_secs(3),
+            timeout: Duration::from_secs(2),
+        }
+    );
+    let message = err.to_string();
+    assert!(
+        message.contains("slow_call_duration (3s)") && message.contains("timeout (2s)"),
+        "{message}"
+    );
+}
+
+#[test]
+fn the_timeout_checked_against_the_breaker_counts_every_exchange() {
+    // Without a global timeout, a per-call timeout restarts on each of up
+    // to max_redirects + 1 exchanges.
+    let per_call: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_per_call(Some(Duration::from_secs(1)))
+        .max_redirects(2)
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let short = breaker()
+        .max_probe_duration(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    assert_eq!(
+        GuardedClient::new(per_call.clone(), short).unwrap_err(),
+        AgentError::ProbeOutlivedByCall {
+            max_probe_duration: Duration::from_secs(2),
+            timeout: Duration::from_secs(3),
+        }
+    );
+    let enough = breaker()
+        .max_probe_duration(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    assert_eq!(
+        GuardedClient::new(per_call, enough).unwrap().timeout(),
+        Duration::from_secs(3)
+    );
 }
 
 // --- failures ----------------------------------------------------------
@@ -274,6 +437,78 @@ fn too_many_requests_with_retry_after_keeps_the_breaker_open_that_long() {
 }
 
 #[test]
+fn service_unavailable_with_retry_after_keeps_the_breaker_open_that_long() {
+    let server = HttpServer::start();
+    server.reply(Reply::status(503).header("Retry-After", "5"));
+    let (client, _clock, mock) = mocked_client(breaker().failure_threshold(1));
+    let url = server.url("/maintenance");
+
+    assert_eq!(status_of(client.get(&url).call()), 503);
+    let snap = client.breaker().snapshot();
+    assert_eq!(snap.state, State::Open);
+    assert_eq!(snap.retry_after, Some(Duration::from_secs(5)));
+
+    server.reply(Reply::ok("back"));
+    mock.increment(Duration::from_secs(2));
+    assert!(client.get(&url).call().unwrap_err().is_rejected());
+    assert_eq!(server.requests(), 1);
+
+    mock.increment(Duration::from_secs(3));
+    assert_eq!(client.get(&url).call().unwrap().body(), b"back");
+    assert_eq!(client.breaker().state(), State::Closed);
+}
+
+/// A breaker that opens on one failure for 1 s, honouring `Retry-After`
+/// up to 60 s, on a mock clock.
+fn throttled_client() -> (GuardedClient, Clock, Arc<Mock>) {
+    let classifier = HttpClassifier::new().max_retry_after(Duration::from_secs(60));
+    mocked_client(breaker().failure_threshold(1).classifier(classifier.into()))
+}
+
+#[test]
+fn retry_after_dates_in_every_form_rfc_9110_requires_are_honoured() {
+    // Far enough ahead to be cut to the 60 s cap, whatever today's date.
+    for date in [
+        "Thu, 31 Dec 2099 23:59:59 GMT",   // IMF-fixdate
+        "Tuesday, 31-Dec-69 23:59:59 GMT", // RFC 850: a two-digit year
+        "Thu Dec 31 23:59:59 2099",        // asctime
+    ] {
+        let server = HttpServer::start();
+        server.reply(Reply::status(503).header("Retry-After", date));
+        let (client, _clock, _mock) = throttled_client();
+        assert_eq!(status_of(client.get(server.url("/x")).call()), 503);
+        let snap = client.breaker().snapshot();
+        assert_eq!(snap.state, State::Open);
+        assert_eq!(
+            snap.retry_after,
+            Some(Duration::from_secs(60)),
+            "Retry-After: {date}"
+        );
+    }
+}
+
+#[test]
+fn a_retry_after_date_that_does_not_exist_is_ignored() {
+    for date in [
+        "Sat, 31 Feb 2099 00:00:00 GMT", // no 31 February
+        "Mon, 31 Dec 2099 23:59:59 GMT", // a Thursday
+    ] {
+        let server = HttpServer::start();
+        server.reply(Reply::status(503).header("Retry-After", date));
+        let (client, _clock, _mock) = throttled_client();
+        assert_eq!(status_of(client.get(server.url("/x")).call()), 503);
+        // A plain failure: the breaker's own 1 s open period.
+        let snap = client.breaker().snapshot();
+        assert_eq!(snap.state, State::Open);
+        assert_eq!(
+            snap.retry_after,
+            Some(Duration::from_secs(1)),
+            "Retry-After: {date}"
+        );
+    }
+}
+
+#[test]
 fn too_many_requests_can_be_the_callers_problem() {
     let server = HttpServer::start();
     server.reply(Reply::status(429).header("Retry-After", "5"));
@@ -428,12 +663,12 @@ fn serves_the_last_good_answer_with_its_age_and_the_reason() {
         Some(StaleReason::BreakerOpen(r)) if r.state() == State::Open
     ));
 
-    // Past max_staleness, nothing is served: the caller gets the error.
+    // Past max_staleness, nothing is served: the caller gets the error,
+    // and the age of the answer it could not have.
     mock.increment(Duration::from_secs(7));
     let unavailable = client.get(&url).call_or_stale(&cache).unwrap_err();
     assert_eq!(unavailable.stale_age(), Some(Duration::from_millis(10_500)));
     assert!(!unavailable.error().is_rejected(), "the probe was made");
-    assert!(cache.is_empty(), "the too-old answer was dropped");
 }
 
 #[test]
@@ -488,6 +723,114 @@ fn files_answers_by_method_uri_and_query() {
     }
     let other = client.get(&url).query("sym", "CL").call_or_stale(&cache);
     assert_eq!(other.unwrap_err().stale_age(), None);
+}
+
+#[test]
+fn the_age_of_an_answer_too_old_to_serve_stays_known() {
+    let server = HttpServer::start();
+    server.reply(Reply::ok("A 101.5"));
+    let (client, clock, mock) = mocked_client(breaker().failure_threshold(100));
+    let cache = LastKnownGood::new(Duration::from_secs(2)).clock(clock);
+    let url = server.url("/px?sym=A");
+    assert_eq!(cache.age(&Method::GET, &url), None, "never had data");
+    assert!(client.get(&url).call_or_stale(&cache).unwrap().is_fresh());
+    assert_eq!(cache.age(&Method::GET, &url), Some(Duration::ZERO));
+
+    server.stop();
+    mock.increment(Duration::from_secs(3));
+    for age in [3, 4] {
+        let unavailable = client.get(&url).call_or_stale(&cache).unwrap_err();
+        assert_eq!(unavailable.stale_age(), Some(Duration::from_secs(age)));
+        // Read again without a call.
+        assert_eq!(
+            cache.age(&Method::GET, &url),
+            Some(Duration::from_secs(age))
+        );
+        mock.increment(Duration::from_secs(1));
+    }
+    assert_eq!(server.requests(), 1, "reading an age makes no call");
+    assert_eq!(cache.age(&Method::HEAD, &url), None);
+    assert_eq!(cache.age(&Method::GET, server.url("/px?sym=B")), None);
+
+    // A fresh answer replaces it.
+    server.restart();
+    assert!(client.get(&url).call_or_stale(&cache).unwrap().is_fresh());
+    assert_eq!(cache.age(&Method::GET, &url), Some(Duration::ZERO));
+    assert_eq!(cache.len(), 1);
+}
+
+#[test]
+fn a_query_in_the_uri_and_one_added_pair_by_pair_are_one_entry() {
+    let server = HttpServer::start();
+    let (client, clock, _mock) = mocked_client(breaker().failure_threshold(100));
+    let cache = LastKnownGood::new(Duration::from_secs(60)).clock(clock);
+
+    server.reply(Reply::ok("A quote"));
+    assert!(client
+        .get(server.url("/px?sym=A"))
+        .call_or_stale(&cache)
+        .unwrap()
+        .is_fresh());
+    server.reply(Reply::ok("A B quote"));
+    assert!(client
+        .get(server.url("/px"))
+        .query("sym", "A B")
+        .call_or_stale(&cache)
+        .unwrap()
+        .is_fresh());
+    assert_eq!(
+        server.request_lines(),
+        ["GET /px?sym=A HTTP/1.1", "GET /px?sym=A%20B HTTP/1.1"]
+    );
+    assert_eq!(cache.len(), 2);
+
+    server.stop();
+    let a = client
+        .get(server.url("/px"))
+        .query("sym", "A")
+        .call_or_stale(&cache)
+        .unwrap();
+    assert!(a.is_stale());
+    assert_eq!(a.body(), b"A quote");
+    let ab = client
+        .get(server.url("/px?sym=A%20B"))
+        .call_or_stale(&cache)
+        .unwrap();
+    assert!(ab.is_stale());
+    assert_eq!(ab.body(), b"A B quote");
+    assert_eq!(
+        cache.age(&Method::GET, server.url("/px?sym=A%20B")),
+        Some(Duration::ZERO)
+    );
+
+    // Filing the same request written the other way replaces the entry.
+    server.restart();
+    server.reply(Reply::ok("A again"));
+    let _ = client
+        .get(server.url("/px"))
+        .query("sym", "A")
+        .call_or_stale(&cache)
+        .unwrap();
+    assert_eq!(cache.len(), 2);
+}
+
+#[test]
+fn zero_staleness_serves_nothing_stale_even_an_answer_aged_zero() {
+    let server = HttpServer::start();
+    let (client, clock, _mock) = mocked_client(breaker());
+    let cache = LastKnownGood::new(Duration::ZERO).clock(clock);
+    let url = server.url("/px?sym=A");
+    assert!(client.get(&url).call_or_stale(&cache).unwrap().is_fresh());
+
+    // The mock clock has not moved: the answer is zero seconds old.
+    server.stop();
+    let unavailable = client.get(&url).call_or_stale(&cache).unwrap_err();
+    assert_eq!(unavailable.stale_age(), Some(Duration::ZERO));
+    let _ = client.get(&url).call_or_stale(&cache);
+    assert_eq!(client.breaker().state(), State::Open);
+    let refused = client.get(&url).call_or_stale(&cache).unwrap_err();
+    assert!(refused.error().is_rejected());
+    assert_eq!(refused.stale_age(), Some(Duration::ZERO));
 }
 
 #[test]
@@ -559,6 +902,8 @@ fn the_classifier_follows_the_documented_table() {
         (io_err(io::ErrorKind::ConnectionRefused), Verdict::Failure),
         (io_err(io::ErrorKind::ConnectionReset), Verdict::Failure),
         (io_err(io::ErrorKind::UnexpectedEof), Verdict::Failure),
+        (io_err(io::ErrorKind::WouldBlock), Verdict::Failure),
+        (io_err(io::ErrorKind::AddrNotAvailable), Verdict::Failure),
         (ureq::Error::HostNotFound, Verdict::Failure),
         (ureq::Error::Tls("handshake failure"), Verdict::Failure),
         (ureq::Error::ConnectionFailed, Verdict::Failure),
@@ -585,6 +930,35 @@ fn the_classifier_follows_the_documented_table() {
     }
     let through_io = io::Error::other(ureq::Error::Timeout(ureq::Timeout::RecvBody));
     assert_eq!(c.verdict(&through_io), Verdict::Failure);
+    // A bare io::Error: the kinds the documentation lists, and no other.
+    for kind in [
+        io::ErrorKind::TimedOut,
+        io::ErrorKind::ConnectionRefused,
+        io::ErrorKind::ConnectionReset,
+        io::ErrorKind::ConnectionAborted,
+        io::ErrorKind::NotConnected,
+        io::ErrorKind::BrokenPipe,
+        io::ErrorKind::UnexpectedEof,
+        io::ErrorKind::AddrNotAvailable,
+        io::ErrorKind::WouldBlock,
+    ] {
+        assert_eq!(
+            c.verdict(&io::Error::from(kind)),
+            Verdict::Failure,
+            "{kind:?}"
+        );
+    }
+    for kind in [
+        io::ErrorKind::PermissionDenied,
+        io::ErrorKind::NotFound,
+        io::ErrorKind::Interrupted,
+    ] {
+        assert_eq!(
+            c.verdict(&io::Error::from(kind)),
+            Verdict::Ignore,
+            "{kind:?}"
+        );
+    }
     // Not an HTTP error at all: the caller's own.
     assert_eq!(
         c.verdict(&io::Error::new(io::ErrorKind::InvalidData, "bad json")),

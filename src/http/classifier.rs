@@ -44,10 +44,12 @@ pub enum TooManyRequests {
 /// | body or header over the caller's size limit (`BodyExceedsLimit`, `LargeResponseHeader`) | ignored: a limit the caller chose |
 /// | local TLS material (`Pem`, `Der`), cookies, JSON, charset, MIME | ignored: the caller's side |
 /// | a later ureq variant this version does not know | failure: ureq adds transport errors |
-/// | a bare `io::Error` (a body read through `io::Read`) | failure if timed out, refused, reset, aborted, not connected, broken pipe, EOF; else ignored |
+/// | a bare `io::Error` (a body read through `io::Read`) | failure if `TimedOut`, `WouldBlock` (a socket read timeout on Unix), `ConnectionRefused`, `ConnectionReset`, `ConnectionAborted`, `NotConnected`, `BrokenPipe`, `UnexpectedEof` or `AddrNotAvailable`; else ignored |
 /// | any other error | ignored: not an HTTP error, the caller's own |
 ///
-/// A `Retry-After` is read as delay-seconds or an HTTP date, and capped at
+/// A `Retry-After` is read as delay-seconds or an HTTP date (IMF-fixdate,
+/// RFC 850 or asctime, as RFC 9110 requires; a date that does not exist
+/// reads as absent), and capped at
 /// [`max_retry_after`](Self::max_retry_after) so that one bad header cannot
 /// keep the breaker open for a day.
 ///

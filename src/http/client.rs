@@ -2,13 +2,16 @@
 //! breaker.
 
 use std::fmt;
+use std::time::Duration;
 
-use ureq::config::Timeouts;
+use ureq::config::Config;
 use ureq::http::{self, Uri};
 use ureq::typestate::{WithBody, WithoutBody};
 use ureq::{Agent, AsSendBody, Body, RequestBuilder};
 
+use super::failure::Failure;
 use super::fallback::{LastKnownGood, Served, Unavailable};
+use super::key::{key, push_query_pair};
 use super::{AgentError, Error, Response};
 use crate::{Breaker, CallError, Verdict};
 
@@ -30,7 +33,7 @@ use crate::{Breaker, CallError, Verdict};
 /// between threads.
 ///
 /// ```no_run
-/// use fusebox::http::GuardedClient;
+/// use fusebox::http::{ureq, GuardedClient};
 /// use fusebox::{Breaker, CallError, CallPath};
 /// use std::time::Duration;
 ///
@@ -57,6 +60,8 @@ pub struct GuardedClient {
     agent: Agent,
     breaker: Breaker,
     max_body: u64,
+    /// The longest a call on the agent can take (see [`call_bound`]).
+    bound: Duration,
 }
 
 /// ureq's own default limit for reading a body into memory.
@@ -64,6 +69,11 @@ const DEFAULT_MAX_BODY: u64 = 10 * 1024 * 1024;
 
 impl GuardedClient {
     /// Puts `breaker` in front of `agent`.
+    ///
+    /// The agent's timeout (the longest a call on it can take: its
+    /// `timeout_global`, or else `timeout_per_call`, or else the sum of its
+    /// phase timeouts, the last two once per redirect) is checked against
+    /// the breaker's timing once, here.
     ///
     /// # Errors
     ///
@@ -74,18 +84,40 @@ impl GuardedClient {
     /// - [`AgentError::StatusAsError`] when the agent turns 4xx and 5xx into
     ///   `ureq::Error::StatusCode`, which loses `Retry-After`: build it with
     ///   `http_status_as_error(false)`.
+    /// - [`AgentError::ProbeOutlivedByCall`] when the breaker's
+    ///   `max_probe_duration` is shorter than the agent's timeout: a probe
+    ///   to a hanging vendor would expire while its request still waits,
+    ///   and the next call would go as a new probe, so that probes pile up
+    ///   at the vendor.
+    /// - [`AgentError::SlowCallNeverFires`] when the breaker's
+    ///   `slow_call_duration` is longer than the agent's timeout: no call
+    ///   could ever succeed that slowly.
     pub fn new(agent: Agent, breaker: Breaker) -> Result<Self, AgentError> {
         let config = agent.config();
-        if !bounded(&config.timeouts()) {
+        let Some(bound) = call_bound(config) else {
             return Err(AgentError::NoTimeout);
-        }
+        };
         if config.http_status_as_error() {
             return Err(AgentError::StatusAsError);
+        }
+        let (max_probe_duration, slow_call_duration) = breaker.probe_and_slow_call_durations();
+        if max_probe_duration < bound {
+            return Err(AgentError::ProbeOutlivedByCall {
+                max_probe_duration,
+                timeout: bound,
+            });
+        }
+        if let Some(slow_call_duration) = slow_call_duration.filter(|&slow| slow > bound) {
+            return Err(AgentError::SlowCallNeverFires {
+                slow_call_duration,
+                timeout: bound,
+            });
         }
         Ok(GuardedClient {
             agent,
             breaker,
             max_body: DEFAULT_MAX_BODY,
+            bound,
         })
     }
 
@@ -105,6 +137,14 @@ impl GuardedClient {
     /// The agent. Requests made on it directly bypass the breaker.
     pub fn agent(&self) -> &Agent {
         &self.agent
+    }
+
+    /// The longest a call through this client can take: the agent's
+    /// timeout, as checked by [`new`](Self::new). Every request is bound
+    /// by it, whatever its own configuration says (see
+    /// [`GuardedRequest::with`]).
+    pub fn timeout(&self) -> Duration {
+        self.bound
     }
 
     /// A guarded `GET`.
@@ -166,6 +206,8 @@ impl GuardedClient {
             client: self,
             request,
             query: String::new(),
+            timeout: None,
+            configured: false,
         }
     }
 
@@ -213,35 +255,29 @@ impl fmt::Debug for GuardedClient {
     }
 }
 
-/// A failed guarded call and how the classifier counted it.
-pub(super) struct Failure {
-    pub(super) error: CallError<Error>,
-    /// `Ignore` for a rejection.
-    pub(super) verdict: Verdict,
-}
-
-impl Failure {
-    /// Whether a stale answer may stand in: the breaker refused, or the
-    /// vendor failed. A request the vendor answered with "no" (a 4xx) is
-    /// not papered over with an old "yes".
-    pub(super) fn vendor_unavailable(&self) -> bool {
-        self.error.is_rejected() || self.verdict != Verdict::Ignore
-    }
-}
-
-fn bounded(t: &Timeouts) -> bool {
-    t.global.is_some()
-        || t.per_call.is_some()
-        || [
-            t.resolve,
-            t.connect,
-            t.send_request,
-            t.send_body,
-            t.recv_response,
-            t.recv_body,
-        ]
-        .iter()
-        .all(Option::is_some)
+/// The longest a call on `config` can take, or `None` when nothing bounds
+/// it: `timeout_global`; else `timeout_per_call` once per exchange (the
+/// first and one per redirect followed); else, when every phase has one,
+/// the sum of the phase timeouts per exchange. ureq applies all that are
+/// set, so the shortest of these is the bound.
+fn call_bound(config: &Config) -> Option<Duration> {
+    let t = config.timeouts();
+    let exchanges = config.max_redirects().saturating_add(1);
+    let phases = [
+        t.resolve,
+        t.connect,
+        t.send_request,
+        t.send_body,
+        t.recv_response,
+        t.recv_body,
+    ]
+    .into_iter()
+    .try_fold(t.await_100.unwrap_or(Duration::ZERO), |sum, phase| {
+        Some(sum.saturating_add(phase?))
+    });
+    let per_exchange = [t.per_call, phases].into_iter().flatten().min();
+    let whole = per_exchange.map(|d| d.saturating_mul(exchanges));
+    [t.global, whole].into_iter().flatten().min()
 }
 
 fn read_body(response: http::Response<Body>, limit: u64) -> Result<Response, ureq::Error> {
@@ -258,9 +294,14 @@ fn read_body(response: http::Response<Body>, limit: u64) -> Result<Response, ure
 pub struct GuardedRequest<'a, B> {
     client: &'a GuardedClient,
     request: RequestBuilder<B>,
-    /// Query pairs added through `query`, for the fallback key. Empty (and
-    /// unallocated) unless `query` is used.
+    /// Query pairs added through `query`, encoded and joined as ureq sends
+    /// them, for the fallback key. Empty (and unallocated) unless `query`
+    /// is used.
     query: String,
+    /// A whole-call timeout for this request, from `timeout`.
+    timeout: Option<Duration>,
+    /// Whether `with` may have changed the request's configuration.
+    configured: bool,
 }
 
 impl<B> GuardedRequest<'_, B> {
@@ -277,23 +318,62 @@ impl<B> GuardedRequest<'_, B> {
     }
 
     /// Appends a query parameter (percent-encoded by ureq). It is part of
-    /// the key under which [`LastKnownGood`] files the answer.
+    /// the key under which [`LastKnownGood`] files the answer, exactly as
+    /// if it had been written in the URI: `get("/px").query("sym", "A")`
+    /// and `get("/px?sym=A")` are the same request.
     pub fn query(mut self, key: impl AsRef<str>, value: impl AsRef<str>) -> Self {
         let (key, value) = (key.as_ref(), value.as_ref());
-        self.query.push('\u{0}');
-        self.query.push_str(key);
-        self.query.push('=');
-        self.query.push_str(value);
+        push_query_pair(&mut self.query, key, value);
         self.request = self.request.query(key, value);
         self
     }
 
+    /// A whole-call timeout for this request alone, shorter than the
+    /// client's: a longer one is cut to [`GuardedClient::timeout`], so that
+    /// the checks [`GuardedClient::new`] made against the breaker hold.
+    ///
+    /// Costs one copy of the agent's configuration for the request (ureq's
+    /// request-level config), as any request-level setting does.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
     /// Anything else ureq's [`RequestBuilder`] offers (request-level
-    /// config, HTTP version, extensions). Query parameters added here are
-    /// not part of the [`LastKnownGood`] key: use [`query`](Self::query).
+    /// config, HTTP version, extensions).
+    ///
+    /// The whole-call timeout is not among them: ureq does not let a
+    /// request's configuration be read back, so after `f` the request is
+    /// bound again, with `timeout_global` set to the client's timeout (or
+    /// the shorter one given to [`timeout`](Self::timeout)), and
+    /// `http_status_as_error` set back to `false`. A request-level
+    /// `timeout_global(None)` cannot leave a call to a hanging vendor
+    /// unbounded; use [`timeout`](Self::timeout) for a shorter one.
+    ///
+    /// Query parameters added here are not part of the [`LastKnownGood`]
+    /// key: use [`query`](Self::query).
     pub fn with(mut self, f: impl FnOnce(RequestBuilder<B>) -> RequestBuilder<B>) -> Self {
         self.request = f(self.request);
+        self.configured = true;
         self
+    }
+
+    /// The request, bound by the client's timeout (or this request's
+    /// shorter one) when its configuration may have been changed. A
+    /// request left alone runs on the agent's configuration, which `new`
+    /// checked, and costs nothing here.
+    fn bounded(self) -> RequestBuilder<B> {
+        if !self.configured && self.timeout.is_none() {
+            return self.request;
+        }
+        let bound = self
+            .timeout
+            .map_or(self.client.bound, |t| t.min(self.client.bound));
+        self.request
+            .config()
+            .timeout_global(Some(bound))
+            .http_status_as_error(false)
+            .build()
     }
 
     /// The key a [`LastKnownGood`] files this request under: method, URI
@@ -304,7 +384,7 @@ impl<B> GuardedRequest<'_, B> {
             return None;
         }
         let uri = self.request.uri_ref()?;
-        Some(format!("{method} {uri}{}", self.query))
+        Some(key(method, uri, &self.query))
     }
 }
 
@@ -316,8 +396,9 @@ impl GuardedRequest<'_, WithoutBody> {
     /// [`CallError::Rejected`] when the breaker refused (nothing was sent);
     /// [`CallError::Failed`] with the transport error or the error status.
     pub fn call(self) -> Result<Response, CallError<Error>> {
-        let request = self.request;
-        self.client.execute(|| request.call()).map_err(|f| f.error)
+        let client = self.client;
+        let request = self.bounded();
+        client.execute(|| request.call()).map_err(|f| f.error)
     }
 
     /// Sends the request through the breaker and, when the breaker refuses
@@ -339,7 +420,7 @@ impl GuardedRequest<'_, WithoutBody> {
     pub fn call_or_stale(self, cache: &LastKnownGood) -> Result<Served, Unavailable> {
         let key = self.key();
         let client = self.client;
-        let request = self.request;
+        let request = self.bounded();
         cache.serve(key, client.execute(|| request.call()))
     }
 }
@@ -351,10 +432,9 @@ impl GuardedRequest<'_, WithBody> {
     ///
     /// As [`call`](GuardedRequest::call).
     pub fn send(self, body: impl AsSendBody) -> Result<Response, CallError<Error>> {
-        let request = self.request;
-        self.client
-            .execute(|| request.send(body))
-            .map_err(|f| f.error)
+        let client = self.client;
+        let request = self.bounded();
+        client.execute(|| request.send(body)).map_err(|f| f.error)
     }
 
     /// Sends the request with no body through the breaker.
@@ -363,10 +443,9 @@ impl GuardedRequest<'_, WithBody> {
     ///
     /// As [`call`](GuardedRequest::call).
     pub fn send_empty(self) -> Result<Response, CallError<Error>> {
-        let request = self.request;
-        self.client
-            .execute(|| request.send_empty())
-            .map_err(|f| f.error)
+        let client = self.client;
+        let request = self.bounded();
+        client.execute(|| request.send_empty()).map_err(|f| f.error)
     }
 }
 

@@ -3,6 +3,7 @@
 
 use std::error::Error as StdError;
 use std::fmt;
+use std::time::Duration;
 
 use super::Response;
 
@@ -63,7 +64,8 @@ impl StdError for Error {
     }
 }
 
-/// Why [`GuardedClient::new`](super::GuardedClient::new) refused an agent.
+/// Why [`GuardedClient::new`](super::GuardedClient::new) refused an agent,
+/// or an agent and a breaker whose settings do not fit together.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum AgentError {
@@ -86,4 +88,35 @@ pub enum AgentError {
          the guarded client maps statuses itself and still returns them as errors"
     )]
     StatusAsError,
+    /// The breaker's `max_probe_duration` is shorter than the agent's
+    /// timeout. A probe sent to a vendor that hangs would expire while its
+    /// request still waits for the timeout; the next call would then go as
+    /// a new probe, and another after it, so that several requests sit at
+    /// the vendor at once, which is what half-open exists to prevent.
+    #[error(
+        "the breaker's max_probe_duration ({max_probe_duration:?}) is shorter than the agent's \
+         timeout ({timeout:?}): a probe to a hanging vendor would expire while its request \
+         still waits, and further probes would pile up at the vendor; set max_probe_duration \
+         to at least {timeout:?}, or shorten the agent's timeout"
+    )]
+    ProbeOutlivedByCall {
+        /// The breaker's `max_probe_duration`.
+        max_probe_duration: Duration,
+        /// The longest a call on the agent can take.
+        timeout: Duration,
+    },
+    /// The breaker's `slow_call_duration` is longer than the agent's
+    /// timeout: a call that slow times out and fails, so no call is ever
+    /// counted slow, and the slow-call condition never fires.
+    #[error(
+        "the breaker's slow_call_duration ({slow_call_duration:?}) is longer than the agent's \
+         timeout ({timeout:?}): no call can succeed that slowly, so the slow-call condition \
+         would never fire; set slow_call_duration below {timeout:?}"
+    )]
+    SlowCallNeverFires {
+        /// The breaker's `slow_call_duration`.
+        slow_call_duration: Duration,
+        /// The longest a call on the agent can take.
+        timeout: Duration,
+    },
 }

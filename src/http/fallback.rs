@@ -9,9 +9,11 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::client::Failure;
+use super::failure::Failure;
+use super::key::key;
 use super::{Error, Response};
 use crate::{CallError, Rejected};
+use ureq::http::{Method, Uri};
 
 /// The last successful response to each request, bounded in entries and
 /// bytes, served (and marked stale) when the breaker refuses or the vendor
@@ -19,12 +21,19 @@ use crate::{CallError, Rejected};
 ///
 /// Fill and read it with
 /// [`GuardedRequest::call_or_stale`](super::GuardedRequest::call_or_stale).
-/// Entries are keyed by method, URI and query; only 2xx answers to `GET` and
-/// `HEAD` are kept. A stale answer older than
+/// Entries are keyed by the request as it is sent: method, URI and query,
+/// so `get("/px?sym=A")` and `get("/px").query("sym", "A")` are one entry.
+/// Only 2xx answers to `GET` and `HEAD` are kept. A stale answer older than
 /// [`max_staleness`](Self::new) is never served: past that, the caller gets
 /// the error instead, so a strategy cannot go on trading on data of unknown
 /// age. Every answer says whether it is fresh, and if not, how old it is and
 /// why the fresh call did not happen ([`StaleReason`]).
+///
+/// An answer too old to serve is still kept (until a fresh one replaces it
+/// or the bounds push it out), so that its age stays known: the error then
+/// says how old the last good answer is ([`Unavailable::stale_age`]), which
+/// tells "never had data" from "had data, 4 s ago". [`age`](Self::age) reads
+/// the same without making a call.
 ///
 /// Ages come from a `quanta` clock; pass the mock (the same one as the
 /// breaker's) in tests to age entries without sleeping.
@@ -79,7 +88,10 @@ struct Entry {
 
 impl LastKnownGood {
     /// An empty cache that never serves an answer older than
-    /// `max_staleness`. Zero means stale answers are never served.
+    /// `max_staleness`. Zero means stale answers are never served, not even
+    /// one filed this instant; answers are still filed, so that
+    /// [`age`](Self::age) and [`Unavailable::stale_age`] can say how old the
+    /// last good one is.
     pub fn new(max_staleness: Duration) -> Self {
         LastKnownGood {
             max_staleness,
@@ -108,6 +120,40 @@ impl LastKnownGood {
     pub fn clock(mut self, clock: quanta::Clock) -> Self {
         self.clock = clock;
         self
+    }
+
+    /// The longest an answer may have been kept and still be served.
+    pub fn max_staleness(&self) -> Duration {
+        self.max_staleness
+    }
+
+    /// How old the last good answer to `method` on `uri` is, without making
+    /// a call: `None` when none is kept (never had one, or it was pushed out
+    /// by the bounds). The age is read whether or not it is past
+    /// `max_staleness`; compare with [`max_staleness`](Self::max_staleness)
+    /// to know whether it would be served.
+    ///
+    /// `uri` carries the whole query (`"https://vendor/px?sym=A"` is the
+    /// entry `get("https://vendor/px").query("sym", "A")` filed); a `uri`
+    /// that does not parse has no entry.
+    ///
+    /// ```
+    /// use fusebox::http::{ureq::http::Method, LastKnownGood};
+    /// use std::time::Duration;
+    ///
+    /// let cache = LastKnownGood::new(Duration::from_secs(30));
+    /// assert_eq!(cache.age(&Method::GET, "https://vendor.example/px?sym=A"), None);
+    /// ```
+    pub fn age<T>(&self, method: &Method, uri: T) -> Option<Duration>
+    where
+        Uri: TryFrom<T>,
+    {
+        let uri = Uri::try_from(uri).ok()?;
+        let key = key(method, &uri, "");
+        let now = self.clock.now();
+        let store = self.store.lock();
+        let entry = store.entries.get(&key)?;
+        Some(now.saturating_duration_since(entry.stored_at))
     }
 
     /// How many answers are kept.
@@ -165,21 +211,17 @@ impl LastKnownGood {
             return unavailable(failure.error, Why::VendorAnswered);
         }
         let now = self.clock.now();
-        let found = {
-            let mut store = self.store.lock();
-            match store.entries.get(key) {
-                None => None,
-                Some(e) => {
-                    let age = now.saturating_duration_since(e.stored_at);
-                    if age <= self.max_staleness {
-                        Some(Ok((Arc::clone(&e.response), age)))
-                    } else {
-                        store.remove(key);
-                        Some(Err(age))
-                    }
-                }
+        let found = self.store.lock().entries.get(key).map(|e| {
+            let age = now.saturating_duration_since(e.stored_at);
+            // Zero staleness serves nothing, not even an answer aged zero
+            // (a mock clock that has not moved).
+            if !self.max_staleness.is_zero() && age <= self.max_staleness {
+                Ok((Arc::clone(&e.response), age))
+            } else {
+                // Too old: kept, so that its age stays known, never served.
+                Err(age)
             }
-        };
+        });
         match found {
             None => unavailable(failure.error, Why::Missing),
             Some(Err(age)) => unavailable(failure.error, Why::TooOld(age)),
@@ -378,7 +420,7 @@ enum Why {
     VendorAnswered,
     /// Nothing was kept for this request.
     Missing,
-    /// The last good answer was older than `max_staleness`.
+    /// The last good answer is older than `max_staleness` (kept, not served).
     TooOld(Duration),
 }
 
@@ -393,8 +435,10 @@ impl Unavailable {
         self.error
     }
 
-    /// When a last good answer was kept but was older than
-    /// `max_staleness`: its age. It has been dropped.
+    /// When a last good answer is kept but is older than `max_staleness`:
+    /// its age. `None` when there is none to fall back on (never had one,
+    /// pushed out by the bounds, or not a request that is kept) or when the
+    /// vendor's answer stands.
     pub fn stale_age(&self) -> Option<Duration> {
         match self.why {
             Why::TooOld(age) => Some(age),

@@ -9,13 +9,20 @@
 //!   long.
 //! - [`GuardedClient`]: an agent and its breaker, so that
 //!   `client.get(url).call()` goes through the breaker with no plumbing. It
-//!   refuses an agent without a timeout ([`AgentError`]).
+//!   refuses an agent without a timeout, and a breaker whose probe would
+//!   expire before that timeout ([`AgentError`]); no request through it
+//!   can switch the timeout off.
 //! - [`LastKnownGood`]: the last good answer per request, served when the
 //!   breaker refuses or the vendor fails, and always marked: [`Served`] says
 //!   whether it is fresh, how old it is, and why ([`StaleReason`]).
 //!
+//! The [`ureq`] it is built on is re-exported here: an application needs no
+//! dependency of its own on ureq unless it turns on ureq features (a TLS
+//! stack), and then adds `ureq = { version = "3.1", features = ["rustls"] }`
+//! to its `Cargo.toml`.
+//!
 //! ```no_run
-//! use fusebox::http::{GuardedClient, LastKnownGood};
+//! use fusebox::http::{ureq, GuardedClient, LastKnownGood};
 //! use fusebox::{Breaker, CallPath};
 //! use std::time::Duration;
 //!
@@ -48,8 +55,15 @@
 mod classifier;
 mod client;
 mod error;
+mod failure;
 mod fallback;
+mod key;
 mod retry_after;
+
+/// The `ureq` this integration is built on, so that an application can name
+/// its types (`Agent`, `Error`, `http::Method`) without declaring a
+/// dependency on the same version itself.
+pub use ureq;
 
 pub use classifier::{classifier, HttpClassifier, TooManyRequests};
 pub use client::{GuardedClient, GuardedRequest};
