@@ -65,6 +65,8 @@
 //!
 //! - `http` (default): the `ureq` 3 integration in [`http`]: a classifier for
 //!   ureq errors, a guarded client, and a last-known-good fallback.
+//! - `registry`: [`registry`], named breakers made from named
+//!   templates, with overrides recorded in an audit trail. No dependencies.
 //!
 // The `http` module exists only with its feature: link to it, or to its
 // published docs when the crate is documented without it.
@@ -72,6 +74,11 @@
 #![cfg_attr(
     not(feature = "http"),
     doc = "[`http`]: https://docs.rs/fusebox/latest/fusebox/http/"
+)]
+#![cfg_attr(feature = "registry", doc = "[`registry`]: crate::registry")]
+#![cfg_attr(
+    not(feature = "registry"),
+    doc = "[`registry`]: https://docs.rs/fusebox/latest/fusebox/registry/"
 )]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -92,6 +99,8 @@ mod latency;
 mod machine;
 mod name;
 mod permit;
+#[cfg(feature = "registry")]
+pub mod registry;
 mod snapshot;
 mod state;
 mod window;
