@@ -67,6 +67,8 @@
 //!   ureq errors, a guarded client, and a last-known-good fallback.
 //! - `registry`: [`registry`], named breakers made from named
 //!   templates, with overrides recorded in an audit trail. No dependencies.
+//! - `prometheus`: the registry's metrics on the `prometheus-client` crate,
+//!   read from snapshots at scrape time.
 //!
 // The `http` module exists only with its feature: link to it, or to its
 // published docs when the crate is documented without it.
@@ -99,6 +101,8 @@ mod latency;
 mod machine;
 mod name;
 mod permit;
+#[cfg(feature = "prometheus")]
+pub mod prometheus;
 #[cfg(feature = "registry")]
 pub mod registry;
 mod snapshot;
