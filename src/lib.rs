@@ -69,6 +69,8 @@
 //!   templates, with overrides recorded in an audit trail. No dependencies.
 //! - `prometheus`: the registry's metrics on the `prometheus-client` crate,
 //!   read from snapshots at scrape time.
+//! - `serde`: a registry's templates and breakers from TOML, or anything
+//!   serde reads, with human durations (`config_file`).
 //!
 // The `http` module exists only with its feature: link to it, or to its
 // published docs when the crate is documented without it.
@@ -92,6 +94,8 @@ mod call_path;
 mod classify;
 mod clock;
 mod config;
+#[cfg(feature = "serde")]
+pub mod config_file;
 mod counter;
 mod error;
 mod events;

@@ -81,6 +81,9 @@ struct Entry {
 #[derive(Clone, PartialEq, Eq)]
 enum Origin {
     Template(String),
+    /// From a template, with settings changed.
+    #[cfg_attr(not(feature = "serde"), allow(dead_code))]
+    Changed(String),
     Outside,
 }
 
@@ -88,6 +91,7 @@ impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Origin::Template(t) => write!(f, "template `{t}`"),
+            Origin::Changed(t) => write!(f, "template `{t}` with changed settings"),
             Origin::Outside => f.write_str("outside the registry"),
         }
     }
@@ -223,6 +227,23 @@ impl Registry {
     /// [`RegistryError::Conflict`] if a breaker by that name is registered.
     pub fn register(&self, breaker: Breaker) -> Result<(), RegistryError> {
         self.insert(breaker, Origin::Outside)
+    }
+
+    /// Adds a breaker made from `template`, with settings changed when
+    /// `changed` (as a configuration file does).
+    #[cfg(feature = "serde")]
+    pub(crate) fn register_from_template(
+        &self,
+        breaker: Breaker,
+        template: &str,
+        changed: bool,
+    ) -> Result<(), RegistryError> {
+        let origin = if changed {
+            Origin::Changed(template.to_owned())
+        } else {
+            Origin::Template(template.to_owned())
+        };
+        self.insert(breaker, origin)
     }
 
     fn insert(&self, breaker: Breaker, origin: Origin) -> Result<(), RegistryError> {
