@@ -71,6 +71,9 @@
 //!   read from snapshots at scrape time.
 //! - `serde`: a registry's templates and breakers from TOML, or anything
 //!   serde reads, with human durations (`config_file`).
+//! - `admin`: a small HTTP endpoint on its own threads, for metrics, JSON
+//!   snapshots, a readiness probe, the audit trail and audited overrides
+//!   behind a bearer token (`admin`).
 //!
 // The `http` module exists only with its feature: link to it, or to its
 // published docs when the crate is documented without it.
@@ -88,6 +91,8 @@
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations, unreachable_pub)]
 
+#[cfg(feature = "admin")]
+pub mod admin;
 mod backoff;
 mod breaker;
 mod call_path;
