@@ -11,12 +11,20 @@
 //! time, which this crate does not read), and not by forking (the child reads
 //! the same clock). The crate starts no thread.
 //!
-//! By default the clock is `quanta::Clock::new()`; tests inject the clock half
-//! of `quanta::Clock::mock()` with
+//! By default the clock is `quanta::Clock::new()` (made once per process);
+//! tests inject the clock half of `quanta::Clock::mock()` with
 //! [`BreakerBuilder::clock`](crate::BreakerBuilder::clock) and move time with
 //! its handle.
 
+use std::sync::OnceLock;
 use std::time::Duration;
+
+/// The default clock, set up once per process (quanta probes the CPU and
+/// calibrates the counter when it makes one) and cloned into each breaker.
+fn monotonic() -> quanta::Clock {
+    static CLOCK: OnceLock<quanta::Clock> = OnceLock::new();
+    CLOCK.get_or_init(quanta::Clock::new).clone()
+}
 
 pub(crate) struct Time {
     clock: quanta::Clock,
@@ -27,7 +35,7 @@ pub(crate) struct Time {
 impl Time {
     /// Reads `clock`, or quanta's monotonic clock when none is injected.
     pub(crate) fn new(clock: Option<quanta::Clock>) -> Self {
-        let clock = clock.unwrap_or_default();
+        let clock = clock.unwrap_or_else(monotonic);
         Time {
             base: clock.now(),
             clock,
