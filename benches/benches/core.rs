@@ -698,7 +698,7 @@ fn paired(mut a: impl FnMut(), mut b: impl FnMut()) -> (f64, f64, f64) {
     let mut times_a = Vec::with_capacity(ROUNDS);
     let mut times_b = Vec::with_capacity(ROUNDS);
     for round in 0..ROUNDS {
-        let (ta, tb) = if round % 2 == 0 {
+        let (ta, tb) = if round & 1 == 0 {
             let ta = per_call(&mut a);
             (ta, per_call(&mut b))
         } else {
@@ -718,6 +718,53 @@ fn paired(mut a: impl FnMut(), mut b: impl FnMut()) -> (f64, f64, f64) {
         median(&mut times_a),
         median(&mut times_b),
     )
+}
+
+/// Calls per thread in each round of a two-thread paired comparison.
+const TWO_THREAD_CALLS: u32 = 50_000;
+
+/// Like [`paired`], with two threads making the calls: in each round both
+/// threads start together (a barrier), each makes `TWO_THREAD_CALLS` calls of
+/// the round's side, and the round's time is the span until both are done,
+/// over the calls made by both.
+fn paired_two(a: impl Fn() + Sync, b: impl Fn() + Sync) -> (f64, f64, f64) {
+    let rounds = ROUNDS / 2;
+    let barrier = Barrier::new(2);
+    let run = |round: usize| {
+        for _ in 0..TWO_THREAD_CALLS {
+            if round & 1 == 0 {
+                a();
+            } else {
+                b();
+            }
+        }
+    };
+    let spans = std::thread::scope(|s| {
+        s.spawn(|| {
+            for round in 0..2 * rounds {
+                barrier.wait();
+                run(round);
+                barrier.wait();
+            }
+        });
+        let mut spans = Vec::with_capacity(2 * rounds);
+        for round in 0..2 * rounds {
+            barrier.wait();
+            let start = Instant::now();
+            run(round);
+            barrier.wait();
+            spans.push(start.elapsed().as_nanos() as f64 / f64::from(2 * TWO_THREAD_CALLS));
+        }
+        spans
+    });
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let ratios = spans.chunks(2).map(|p| p[0] / p[1]).collect();
+    let times_a = spans.iter().step_by(2).copied().collect();
+    let times_b = spans.iter().skip(1).step_by(2).copied().collect();
+    (median(ratios), median(times_a), median(times_b))
 }
 
 /// The comparisons the targets rest on, each measured as a paired ratio.
@@ -803,6 +850,38 @@ fn print_paired() {
     assert_eq!(open_cheap.state(), State::Open);
     assert_eq!(open_default.state(), State::Open);
     assert_eq!(cheap.state(), State::Closed);
+    assert_eq!(default.state(), State::Closed);
+
+    println!(
+        "\n## Paired ratios, two threads on one breaker ({} alternating rounds of {TWO_THREAD_CALLS} calls per thread)\n",
+        ROUNDS / 2 * 2
+    );
+    println!("| fusebox | against | ratio | fusebox ns | other ns |");
+    println!("|---|---|---:|---:|---:|");
+    let lock = Mutex::new(0_u64);
+    let mutex = || {
+        *lock.lock() += 1;
+    };
+    let fc2 = failsafe_consecutive(HOUR);
+    let r2 = recloser_default();
+    for (what, b) in [
+        ("two threads, cheapest", &cheap),
+        ("two threads, default", &default),
+    ] {
+        row(what, "contended mutex", paired_two(call!(b), mutex));
+        row(
+            what,
+            "failsafe consecutive",
+            paired_two(call!(b), call!(fc2)),
+        );
+        row(what, "recloser", paired_two(call!(b), call!(r2)));
+    }
+    row(
+        "two threads, refusals",
+        "contended mutex",
+        paired_two(call!(open_cheap), mutex),
+    );
+    assert_eq!(open_cheap.state(), State::Open);
     assert_eq!(default.state(), State::Closed);
 }
 
