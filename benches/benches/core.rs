@@ -18,7 +18,10 @@
 //! clock instead).
 //!
 //! After the groups, the binary reads Criterion's estimates back and prints
-//! the ratio table that `docs/performance.md` holds.
+//! the ratio table that `docs/performance.md` holds, then measures the
+//! comparisons the targets rest on as paired ratios: the two sides alternate
+//! in short rounds, so a change in the machine's load hits both. A filter
+//! that matches no group (`-- paired`) runs only those.
 //!
 //! Run with `cargo bench -p fusebox-benches --bench core`.
 
