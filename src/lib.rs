@@ -55,8 +55,8 @@
 //! reads and the crate starts no thread, so a breaker keeps time whatever else
 //! in the process does to quanta's upkeep thread or its "recent" time
 //! (stopping it, slowing it, forking without it). A direct read costs about
-//! 20 ns on x86-64 (the time-stamp counter, scaled); `docs/performance.md`
-//! has the measurements.
+//! 10 to 20 ns on x86-64 (the time-stamp counter, scaled);
+//! `docs/performance.md` has the measurements.
 //!
 //! Tests inject the clock half of `quanta::Clock::mock()` through
 //! [`BreakerBuilder::clock`] and move time with its handle instead of
