@@ -86,8 +86,6 @@ struct Core {
     published: (u64, u64),
     /// Quiet successes already handed to the machine.
     absorbed: u64,
-    /// Outcomes recorded under the lock, to sample the clock check.
-    settled: u64,
     queue: VecDeque<StateChange>,
     last: Option<StateChange>,
     seq: u64,
@@ -101,10 +99,7 @@ impl Breaker {
     }
 
     pub(crate) fn from_builder(b: BreakerBuilder) -> Breaker {
-        let time = match b.clock {
-            Some(clock) => Time::clock(clock),
-            None => Time::recent(),
-        };
+        let time = Time::new(b.clock);
         let seed = b.jitter_seed.unwrap_or_else(Rng::random_seed);
         let machine = Machine::new(b.settings, seed, time.now());
         let classifier = b
@@ -128,7 +123,6 @@ impl Breaker {
                 core: Mutex::new(Core {
                     published: (machine.gate(), machine.quiet_until()),
                     absorbed: 0,
-                    settled: 0,
                     machine,
                     queue: VecDeque::new(),
                     last: None,
@@ -260,7 +254,6 @@ impl Breaker {
 
     #[cold]
     fn acquire_locked(&self) -> Result<Permit<'_>, Rejected> {
-        self.inner.time.check_fresh();
         let now = self.inner.time.now();
         let (admit, changed) = {
             let mut core = self.lock();
@@ -282,10 +275,7 @@ impl Breaker {
 
     #[inline(always)]
     fn refuse(&self, state: State, retry_after: Option<u64>) -> Rejected {
-        let refused = self.inner.short_circuits.add_one();
-        if refused % 1024 == 1023 {
-            self.inner.time.check_fresh();
-        }
+        self.inner.short_circuits.add_one();
         Rejected::new(self.inner.name, state, retry_after)
     }
 
@@ -326,26 +316,20 @@ impl Breaker {
         } else {
             0
         };
-        let (changed, sample) = {
+        let changed = {
             let mut core = self.lock();
-            core.settled = core.settled.wrapping_add(1);
-            let sample = core.settled % 1024 == 0;
             let transition = core.machine.record(now, ticket, outcome, elapsed);
             self.sync_gate(&mut core);
-            let changed = match transition {
+            match transition {
                 Some(t) => {
                     self.publish(&mut core, t);
                     true
                 }
                 None => false,
-            };
-            (changed, sample)
+            }
         };
         if changed {
             self.dispatch();
-        }
-        if sample {
-            self.inner.time.check_fresh();
         }
     }
 
@@ -364,7 +348,6 @@ impl Breaker {
 
     /// A consistent view of the breaker's counters and state.
     pub fn snapshot(&self) -> Snapshot {
-        self.inner.time.check_fresh();
         let now = self.inner.time.now();
         let (v, last, quiet) = {
             let mut core = self.lock();
