@@ -47,6 +47,42 @@
 //! pre-trade risk check, a fast refusal is worse than a slow call. The
 //! builder requires a [`CallPath`] and refuses those paths.
 //!
+//! # Error types
+//!
+//! [`Breaker::call`] takes any error type that implements
+//! `std::error::Error`. [`Breaker::call_any`] takes the rest:
+//! `anyhow::Error`, `Box<dyn Error + Send + Sync>`, `String`, an enum of the
+//! application's own. A [`Classifier`] is written over `dyn Error`
+//! ([`Classifier::new`]) or typed over the calls' error type
+//! ([`Classifier::for_type`], [`Classifier::for_error`]); one that cannot
+//! read an error counts it as a failure. [`Breaker::call_with`] takes a typed
+//! verdict for one call.
+//!
+//! For code that is not one closure, [`Breaker::try_acquire`] (or
+//! [`Breaker::try_acquire_owned`], to move the permit to another thread)
+//! returns a permit whose [`finish`](Permit::finish) classifies the call's
+//! result. [`Breaker::would_permit`] asks without taking anything.
+//!
+//! # One configuration, many breakers
+//!
+//! A [`BreakerConfig`] is checked once and stamps breakers by name:
+//!
+//! ```
+//! use fusebox::{BreakerConfig, CallPath};
+//!
+//! let vendor = BreakerConfig::builder()
+//!     .call_path(CallPath::custom("ratings"))
+//!     .classifier(fusebox::Classifier::every_error_is_a_failure())
+//!     .consecutive_failure_threshold(3)
+//!     .build()?;
+//! let breakers: Vec<_> = ["moodys", "sp", "fitch"]
+//!     .into_iter()
+//!     .map(|name| vendor.breaker(name))
+//!     .collect::<Result<_, _>>()?;
+//! assert_eq!(breakers[2].name(), "fitch");
+//! # Ok::<(), fusebox::ConfigError>(())
+//! ```
+//!
 //! # Time
 //!
 //! Time comes from `quanta`'s monotonic clock, never the wall clock. By
@@ -65,6 +101,9 @@
 //!
 //! - `http` (default): the `ureq` 3 integration in [`http`]: a classifier for
 //!   ureq errors, a guarded client, and a last-known-good fallback.
+//! - `anyhow`: classifiers and the search for inner breakers' refusals see
+//!   inside `anyhow::Error` (its context chain included) in
+//!   [`Breaker::call_any`].
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations, unreachable_pub)]
