@@ -216,7 +216,9 @@ impl Breaker {
     /// [`Classifier::for_type`]), and as a `dyn Error` only for the shapes
     /// [`ErrorView`] lists. A [`Classifier::new`] handed anything else counts
     /// it as a failure; an inner breaker's refusal is found in those shapes
-    /// (in anyhow's chain too, with the crate's `anyhow` feature).
+    /// (in anyhow's chain too, with the crate's `anyhow` feature). An inner
+    /// breaker's `CallError<E>` with any other `E` is an error type: nest it
+    /// with `call`, which finds the refusal through any `source()` chain.
     ///
     /// ```
     /// use fusebox::{Breaker, CallPath, Classifier, Verdict};
