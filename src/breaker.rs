@@ -14,6 +14,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::backoff::Rng;
+use crate::classify::ErrorView;
 use crate::clock::Time;
 use crate::config::{BreakerBuilder, Callback};
 use crate::counter::Counter;
@@ -23,7 +24,9 @@ use crate::machine::{
     GATE_HALF_OPEN, GATE_OPEN, GATE_QUIET_SUCCESS,
 };
 use crate::snapshot::{rate, Snapshot, Totals};
-use crate::{CallError, CallPath, Classifier, Outcome, Permit, Rejected, State, StateChange};
+use crate::{
+    CallError, CallPath, Classifier, OwnedPermit, Permit, Rejected, State, StateChange, Verdict,
+};
 
 /// A circuit breaker for one independently failing dependency.
 ///
@@ -40,7 +43,7 @@ use crate::{CallError, CallPath, Classifier, Outcome, Permit, Rejected, State, S
 ///         Some(e) if e.kind() == io::ErrorKind::TimedOut => Verdict::Failure,
 ///         _ => Verdict::Ignore,
 ///     }))
-///     .failure_threshold(3)
+///     .consecutive_failure_threshold(3)
 ///     .build()?;
 ///
 /// let answer: Result<u32, _> = breaker.call(|| Ok::<_, io::Error>(42));
@@ -143,7 +146,7 @@ impl Breaker {
 
     /// The call path it was declared for.
     pub fn call_path(&self) -> CallPath {
-        self.inner.call_path
+        self.inner.call_path.clone()
     }
 
     /// The classifier it uses.
@@ -169,6 +172,11 @@ impl Breaker {
     /// [`CallError::Failed`]. A panic in `f` counts as a failure and resumes
     /// unwinding to the caller.
     ///
+    /// `call` takes errors that implement `std::error::Error`; the classifier
+    /// sees them as both their type and a `dyn Error`. For `anyhow::Error`,
+    /// `Box<dyn Error + Send + Sync>`, `String` or an enum of the
+    /// application's own, use [`call_any`](Self::call_any).
+    ///
     /// Cost of a success on a healthy closed breaker: two atomic loads, `f`
     /// and one relaxed atomic increment (plus a clock read with a window),
     /// no lock and no allocation. A failure, a probe, or a call timed for
@@ -192,8 +200,106 @@ impl Breaker {
                 Ok(value)
             }
             Err(err) => {
-                let verdict = self.inner.classifier.classify(&err);
-                permit.record(verdict.into());
+                let verdict = self
+                    .inner
+                    .classifier
+                    .classify_view(ErrorView::of_error(&err));
+                permit.record(verdict);
+                Err(CallError::Failed(err))
+            }
+        }
+    }
+
+    /// Runs `f` through the breaker, for an error type of any kind:
+    /// `anyhow::Error`, `Box<dyn Error + Send + Sync>`, `String`, an enum
+    /// with no `Error` impl.
+    ///
+    /// Everything else is as in [`call`](Self::call), which is the one to use
+    /// for error types that implement `std::error::Error`: here the
+    /// classifier sees the error as its type (for
+    /// [`Classifier::for_type`]), and as a `dyn Error` only for the shapes
+    /// [`ErrorView`] lists. A [`Classifier::new`] handed anything else counts
+    /// it as a failure; an inner breaker's refusal is found in those shapes
+    /// (in anyhow's chain too, with the crate's `anyhow` feature). An inner
+    /// breaker's `CallError<E>` with any other `E` is an error type: nest it
+    /// with `call`, which finds the refusal through any `source()` chain.
+    ///
+    /// ```
+    /// use fusebox::{Breaker, CallPath, Classifier, Verdict};
+    ///
+    /// #[derive(Debug, PartialEq)]
+    /// enum Quote { NoDataForDate, Timeout }
+    ///
+    /// let breaker = Breaker::builder("eod-prices")
+    ///     .call_path(CallPath::HistoricalData)
+    ///     .classifier(Classifier::for_type(|e: &Quote| match e {
+    ///         Quote::NoDataForDate => Verdict::Success,
+    ///         Quote::Timeout => Verdict::Failure,
+    ///     }))
+    ///     .build()?;
+    ///
+    /// let missing = breaker.call_any(|| Err::<f64, _>(Quote::NoDataForDate));
+    /// assert_eq!(missing.unwrap_err().into_failed(), Some(Quote::NoDataForDate));
+    /// assert_eq!(breaker.snapshot().totals.successes, 1);
+    /// # Ok::<(), fusebox::ConfigError>(())
+    /// ```
+    #[inline(always)]
+    pub fn call_any<T, E, F>(&self, f: F) -> Result<T, CallError<E>>
+    where
+        F: FnOnce() -> Result<T, E>,
+        E: 'static,
+    {
+        let permit = self.try_acquire().map_err(CallError::Rejected)?;
+        match f() {
+            Ok(value) => {
+                permit.success();
+                Ok(value)
+            }
+            Err(err) => {
+                let verdict = self.inner.classifier.classify_value(&err);
+                permit.record(verdict);
+                Err(CallError::Failed(err))
+            }
+        }
+    }
+
+    /// Runs `f` through the breaker with a classifier of its own for this
+    /// call: `classify` sees the error as its type and decides, in place of
+    /// the breaker's classifier. An inner breaker's refusal is still ignored
+    /// when it shows (as in [`call_any`](Self::call_any)).
+    ///
+    /// ```
+    /// # use fusebox::{Breaker, CallPath, Classifier, Verdict};
+    /// # let breaker = Breaker::builder("fx").call_path(CallPath::ReferenceData)
+    /// #     .classifier(Classifier::every_error_is_a_failure()).build()?;
+    /// let rate = breaker.call_with(
+    ///     |e: &String| if e.starts_with("unknown pair") { Verdict::Ignore } else { Verdict::Failure },
+    ///     || Err::<f64, _>(String::from("unknown pair XXXYYY")),
+    /// );
+    /// assert!(rate.is_err());
+    /// assert_eq!(breaker.snapshot().totals.ignored, 1);
+    /// # Ok::<(), fusebox::ConfigError>(())
+    /// ```
+    #[inline(always)]
+    pub fn call_with<T, E, C, F>(&self, classify: C, f: F) -> Result<T, CallError<E>>
+    where
+        F: FnOnce() -> Result<T, E>,
+        C: FnOnce(&E) -> Verdict,
+        E: 'static,
+    {
+        let permit = self.try_acquire().map_err(CallError::Rejected)?;
+        match f() {
+            Ok(value) => {
+                permit.success();
+                Ok(value)
+            }
+            Err(err) => {
+                let verdict = if ErrorView::of_value(&err).is_refusal() {
+                    Verdict::Ignore
+                } else {
+                    classify(&err)
+                };
+                permit.record(verdict);
                 Err(CallError::Failed(err))
             }
         }
@@ -252,6 +358,42 @@ impl Breaker {
         self.acquire_locked()
     }
 
+    /// [`try_acquire`](Self::try_acquire), with a permit that holds its own
+    /// handle to the breaker: it can move into a closure or another thread.
+    /// Costs one reference-count increment more than `try_acquire`.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    #[inline]
+    pub fn try_acquire_owned(&self) -> Result<OwnedPermit, Rejected> {
+        self.try_acquire().map(Permit::into_owned)
+    }
+
+    /// Whether a call made now would be admitted, without making one: for a
+    /// dashboard, or a scheduler deciding whether to queue work.
+    ///
+    /// Changes nothing: it takes no permit, never uses up a half-open probe,
+    /// never moves an open breaker to half-open and counts no refusal. The
+    /// answer can be stale by the time a call is made; only
+    /// [`try_acquire`](Self::try_acquire) decides. An open breaker whose
+    /// period has elapsed answers `true` (the next call would be a probe).
+    ///
+    /// Costs one atomic load (and a clock read while open); half-open, one
+    /// lock round trip.
+    pub fn would_permit(&self) -> bool {
+        let gate = self.inner.gate.word.load(Ordering::Acquire);
+        match gate & 3 {
+            GATE_CLOSED => true,
+            GATE_FORCED => false,
+            GATE_OPEN if self.inner.time.now() < gate >> 2 => false,
+            _ => {
+                let now = self.inner.time.now();
+                self.lock().machine.would_admit(now)
+            }
+        }
+    }
+
     #[cold]
     fn acquire_locked(&self) -> Result<Permit<'_>, Rejected> {
         let now = self.inner.time.now();
@@ -290,8 +432,8 @@ impl Breaker {
 
     /// Records the outcome of a permit. Called once per permit.
     #[inline]
-    pub(crate) fn settle(&self, ticket: Ticket, started: u64, outcome: Outcome) {
-        if let (Ticket::Closed { generation }, Outcome::Success) = (ticket, outcome) {
+    pub(crate) fn settle(&self, ticket: Ticket, started: u64, outcome: Verdict) {
+        if let (Ticket::Closed { generation }, Verdict::Success) = (ticket, outcome) {
             // Still closed in the same generation, with nothing a success
             // would change but a total: count it without the lock. A failure
             // that lands between this load and the increment is simply
@@ -309,7 +451,7 @@ impl Breaker {
         self.settle_locked(ticket, started, outcome);
     }
 
-    fn settle_locked(&self, ticket: Ticket, started: u64, outcome: Outcome) {
+    fn settle_locked(&self, ticket: Ticket, started: u64, outcome: Verdict) {
         let now = self.inner.time.now();
         let elapsed = if self.inner.times_calls || matches!(ticket, Ticket::Probe { .. }) {
             now.saturating_sub(started)
@@ -544,6 +686,17 @@ impl<F> Decorated<F> {
         E: StdError + 'static,
     {
         self.breaker.call(|| (self.f)(arg))
+    }
+
+    /// Calls the wrapped function with `arg` through the breaker, for an
+    /// error type of any kind (see [`Breaker::call_any`]).
+    #[inline]
+    pub fn call_any<A, T, E>(&self, arg: A) -> Result<T, CallError<E>>
+    where
+        F: Fn(A) -> Result<T, E>,
+        E: 'static,
+    {
+        self.breaker.call_any(|| (self.f)(arg))
     }
 
     /// The breaker, for snapshots and overrides.

@@ -1,6 +1,7 @@
 //! What kind of call a breaker stands in front of.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// The call path a breaker guards, declared when it is built.
 ///
@@ -12,7 +13,10 @@ use std::fmt;
 ///
 /// [`BreakerBuilder::build`]: crate::BreakerBuilder::build
 /// [`ConfigError::ForbiddenCallPath`]: crate::ConfigError::ForbiddenCallPath
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+///
+/// Not `Copy`, since [`CallPath::Custom`] owns its label; cloning one is
+/// at most a reference-count increment.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum CallPath {
     /// Reference data: instruments, calendars, corporate actions.
@@ -23,7 +27,12 @@ pub enum CallPath {
     AltData,
     /// An internal enrichment or annotation service whose answer is optional.
     Enrichment,
-    /// Any other optional dependency, with a label for logs.
+    /// Any other optional dependency, with a label for logs and metrics.
+    /// The label is owned, so it can come from a configuration file; build
+    /// one with [`CallPath::custom`].
+    Custom(Arc<str>),
+    /// Any other optional dependency, with a `'static` label.
+    #[deprecated(note = "use `CallPath::custom(label)`, whose label is owned")]
     Other(&'static str),
     /// Refused: order submission.
     OrderSubmission,
@@ -36,13 +45,27 @@ pub enum CallPath {
 }
 
 impl CallPath {
+    /// Any other optional dependency, labelled `label` in logs and metrics.
+    ///
+    /// ```
+    /// use fusebox::CallPath;
+    ///
+    /// let from_file = String::from("ratings");
+    /// assert_eq!(CallPath::custom(from_file).as_str(), "ratings");
+    /// ```
+    pub fn custom(label: impl Into<Arc<str>>) -> Self {
+        CallPath::Custom(label.into())
+    }
+
     /// A short label for logs and metrics.
-    pub const fn as_str(self) -> &'static str {
+    pub fn as_str(&self) -> &str {
         match self {
             CallPath::ReferenceData => "reference_data",
             CallPath::HistoricalData => "historical_data",
             CallPath::AltData => "alt_data",
             CallPath::Enrichment => "enrichment",
+            CallPath::Custom(label) => label,
+            #[allow(deprecated)] // still accepted for one more release
             CallPath::Other(label) => label,
             CallPath::OrderSubmission => "order_submission",
             CallPath::OrderCancel => "order_cancel",
@@ -52,7 +75,7 @@ impl CallPath {
     }
 
     /// Why a breaker must not stand on this path, or `None` when it may.
-    pub const fn refusal(self) -> Option<&'static str> {
+    pub fn refusal(&self) -> Option<&'static str> {
         match self {
             CallPath::OrderSubmission => Some(
                 "a breaker fast-fails calls, and an order that must reach the venue must not be \

@@ -1,13 +1,25 @@
 //! Which errors count against the dependency.
 
+use std::any::Any;
 use std::error::Error as StdError;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// What an error says about the dependency's health.
+use crate::error::chain;
+use crate::{CallError, Rejected};
+
+/// What a call's result says about the dependency's health.
+///
+/// A [`Classifier`] gives one for each error a call returns, and a
+/// [`Permit`](crate::Permit) reports one for each call it admitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
+    /// The dependency did its job. From a permit: the call succeeded (it may
+    /// still be slow). From a classifier: this error is one of the
+    /// dependency's normal answers (a vendor's "no data for this date"), and
+    /// counts as a success.
+    Success,
     /// The dependency failed (timeout, refused connection, 5xx...): counts
     /// against it.
     Failure,
@@ -16,43 +28,192 @@ pub enum Verdict {
     /// breaker opens, its open period is at least this long.
     Throttled(Duration),
     /// Not the dependency's fault (a 4xx, a business rejection, a parse error
-    /// in the caller's code): passed through unchanged, touches no counter, and
-    /// in half-open frees the probe slot without deciding anything.
+    /// in the caller's code), or the call was not made after all: passed
+    /// through unchanged, touches no counter, and in half-open frees the probe
+    /// slot without deciding anything.
     Ignore,
 }
 
-/// The outcome of one admitted call, as reported through a
-/// [`Permit`](crate::Permit).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// The call succeeded (it may still be slow).
-    Success,
-    /// The call failed in a way that counts against the dependency.
-    Failure,
-    /// The call failed and asked for a back-off of at least this long.
-    Throttled(Duration),
-    /// The call's result says nothing about the dependency.
-    Ignored,
+impl Verdict {
+    /// The old name of [`Verdict::Ignore`], from when permits reported an
+    /// `Outcome`. Still matches and builds `Verdict::Ignore`.
+    #[deprecated(note = "renamed to `Verdict::Ignore`")]
+    #[doc(hidden)]
+    // Spelled like the variant it stood for, so that `Outcome::Ignored`
+    // keeps compiling, in patterns too.
+    #[allow(non_upper_case_globals)]
+    pub const Ignored: Verdict = Verdict::Ignore;
 }
 
-impl From<Verdict> for Outcome {
-    fn from(v: Verdict) -> Self {
-        match v {
-            Verdict::Failure => Outcome::Failure,
-            Verdict::Throttled(d) => Outcome::Throttled(d),
-            Verdict::Ignore => Outcome::Ignored,
+/// The outcome of one admitted call, as reported through a permit: now
+/// [`Verdict`], the same vocabulary classifiers use.
+///
+/// `Outcome::Success`, `Outcome::Failure`, `Outcome::Throttled(d)` and
+/// `Outcome::Ignored` still compile, in expressions and in patterns, and
+/// mean the `Verdict` of the same name (`Ignored` is `Verdict::Ignore`).
+#[deprecated(note = "merged into `Verdict`; `Outcome::Ignored` is `Verdict::Ignore`")]
+pub type Outcome = Verdict;
+
+/// An error as a [`Classifier`] sees it: the value the call returned, and
+/// that value as a [`std::error::Error`] when it is one.
+///
+/// [`Breaker::call`](crate::Breaker::call) fills both for its error type.
+/// [`Breaker::call_any`](crate::Breaker::call_any) fills the value, and the
+/// error view for the shapes that hold one: `Box<dyn Error>` (with or without
+/// `Send` and `Sync`), `Arc<dyn Error + Send + Sync>`, [`Rejected`],
+/// `io::Error`, `anyhow::Error` (with the crate's `anyhow` feature), and a
+/// [`CallError`] of any of these (or of `String` or `&'static str`) from an
+/// inner breaker. Any other error type is seen as its value only: call
+/// [`Breaker::call`](crate::Breaker::call) for those.
+///
+/// ```
+/// use fusebox::ErrorView;
+///
+/// let err: Box<dyn std::error::Error + Send + Sync> = "no route".into();
+/// let view = ErrorView::of_value(&err);
+/// assert_eq!(view.as_error().unwrap().to_string(), "no route");
+/// assert!(view.downcast_ref::<Box<dyn std::error::Error + Send + Sync>>().is_some());
+///
+/// let plain = ErrorView::of_value(&"bad date");
+/// assert!(plain.as_error().is_none());
+/// assert_eq!(plain.downcast_ref::<&str>(), Some(&"bad date"));
+/// ```
+#[derive(Clone, Copy)]
+pub struct ErrorView<'a> {
+    value: Option<&'a dyn Any>,
+    error: Option<&'a (dyn StdError + 'static)>,
+    /// An inner breaker's refusal, found where no `dyn Error` chain shows it.
+    refused: bool,
+}
+
+impl<'a> ErrorView<'a> {
+    /// The view of an error type: both the value and its `dyn Error`.
+    pub fn of_error<E: StdError + 'static>(err: &'a E) -> Self {
+        ErrorView {
+            value: Some(err),
+            error: Some(err),
+            refused: false,
         }
+    }
+
+    /// The view of an error whose concrete type is not known here: a typed
+    /// classifier ([`Classifier::for_type`]) cannot see its value.
+    pub fn of_dyn_error(err: &'a (dyn StdError + 'static)) -> Self {
+        ErrorView {
+            value: None,
+            error: Some(err),
+            refused: false,
+        }
+    }
+
+    /// The view of any value, with its `dyn Error` filled for the shapes
+    /// listed above.
+    pub fn of_value<E: 'static>(err: &'a E) -> Self {
+        let value: &dyn Any = err;
+        let (error, refused) = match error_of(value) {
+            Some(error) => (Some(error), false),
+            None => call_error_of(value).unwrap_or((None, false)),
+        };
+        ErrorView {
+            value: Some(value),
+            error,
+            refused,
+        }
+    }
+
+    /// The value the call returned, if it is a `T`.
+    pub fn downcast_ref<T: 'static>(&self) -> Option<&'a T> {
+        self.value?.downcast_ref::<T>()
+    }
+
+    /// The value as a `dyn Error`, when it is one (or holds one, for the
+    /// boxed shapes and `anyhow::Error`).
+    pub fn as_error(&self) -> Option<&'a (dyn StdError + 'static)> {
+        self.error
+    }
+
+    /// Whether the error is, or holds, a refusal by a breaker
+    /// ([`Rejected::in_chain`] on the error view, plus an inner breaker's
+    /// [`CallError::Rejected`] of one of the shapes above).
+    pub fn is_refusal(&self) -> bool {
+        self.refused || self.error.is_some_and(Rejected::in_chain)
     }
 }
 
-type ClassifyFn = dyn Fn(&(dyn StdError + 'static)) -> Verdict + Send + Sync;
+impl fmt::Debug for ErrorView<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ErrorView")
+            .field("error", &self.error.map(|e| e.to_string()))
+            .field("refused", &self.refused)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The `dyn Error` inside the shapes that hold one.
+fn error_of(value: &dyn Any) -> Option<&(dyn StdError + 'static)> {
+    macro_rules! unbox {
+        ($($ty:ty),*) => {$(
+            if let Some(e) = value.downcast_ref::<$ty>() {
+                return Some(&**e);
+            }
+        )*};
+    }
+    unbox!(
+        Box<dyn StdError + Send + Sync>,
+        Box<dyn StdError + Send>,
+        Box<dyn StdError>,
+        Arc<dyn StdError + Send + Sync>,
+        Arc<dyn StdError>
+    );
+    #[cfg(feature = "anyhow")]
+    unbox!(anyhow::Error);
+    if let Some(r) = value.downcast_ref::<Rejected>() {
+        return Some(r);
+    }
+    if let Some(e) = value.downcast_ref::<std::io::Error>() {
+        return Some(e);
+    }
+    None
+}
+
+/// An inner breaker's `CallError` of a shape that is not itself an error:
+/// its refusal, or the error inside it.
+fn call_error_of(value: &dyn Any) -> Option<(Option<&(dyn StdError + 'static)>, bool)> {
+    macro_rules! open {
+        ($($ty:ty),*) => {$(
+            if let Some(e) = value.downcast_ref::<CallError<$ty>>() {
+                return Some(match e {
+                    CallError::Rejected(_) => (None, true),
+                    CallError::Failed(inner) => (error_of(inner), false),
+                });
+            }
+        )*};
+    }
+    open!(
+        Box<dyn StdError + Send + Sync>,
+        Box<dyn StdError + Send>,
+        Box<dyn StdError>,
+        Arc<dyn StdError + Send + Sync>,
+        Arc<dyn StdError>,
+        std::io::Error,
+        String,
+        &'static str
+    );
+    #[cfg(feature = "anyhow")]
+    open!(anyhow::Error);
+    None
+}
+
+type ClassifyFn = dyn Fn(ErrorView<'_>) -> Verdict + Send + Sync;
 
 /// Decides, for each error a wrapped call returns, whether it is the
 /// dependency's failure.
 ///
 /// There is deliberately no default: a breaker that counts every error
 /// turns a bug in the caller's own parsing into a fake outage. Build one from
-/// a closure that downcasts to the client library's error type:
+/// a closure, either over `dyn Error` with a downcast to the client
+/// library's error type ([`new`](Self::new)), or typed over the error type
+/// the calls return ([`for_type`](Self::for_type)):
 ///
 /// ```
 /// use fusebox::{Classifier, Verdict};
@@ -67,19 +228,86 @@ type ClassifyFn = dyn Fn(&(dyn StdError + 'static)) -> Verdict + Send + Sync;
 /// });
 /// let timeout = io::Error::from(io::ErrorKind::TimedOut);
 /// assert_eq!(classifier.classify(&timeout), Verdict::Failure);
+///
+/// // An application's own enum, with no `Error` impl and no downcast:
+/// #[derive(Debug)]
+/// enum Vendor { NoDataForDate, Timeout, BadRequest }
+/// let classifier = Classifier::for_type(|e: &Vendor| match e {
+///     Vendor::NoDataForDate => Verdict::Success,
+///     Vendor::Timeout => Verdict::Failure,
+///     Vendor::BadRequest => Verdict::Ignore,
+/// });
+/// assert_eq!(classifier.classify_value(&Vendor::Timeout), Verdict::Failure);
 /// ```
 ///
-/// Whatever the closure says, an error whose `source()` chain holds a
-/// [`Rejected`](crate::Rejected) (a refusal by an inner breaker) is always
+/// # An error the classifier cannot read
+///
+/// A classifier that cannot see the error it is given counts it as a
+/// **failure**: a typed classifier handed another type, or a classifier over
+/// `dyn Error` handed a value that is not an error (a `String`, a plain
+/// enum). That is the safe side for a breaker (a misconfigured classifier
+/// trips it rather than blinding it) and it shows in the snapshot's failure
+/// counts. Give such calls a classifier for their type.
+///
+/// # Refusals by inner breakers
+///
+/// Whatever the closure says, an error that is or holds a
+/// [`Rejected`] (a refusal by an inner breaker) is always
 /// [`Verdict::Ignore`]: one sick leaf must not open every breaker above it.
+/// The search follows `source()` chains (at most 32 links, so a cyclic chain
+/// ends), looks inside `io::Error`s, and sees through the shapes
+/// [`ErrorView`] lists.
 #[derive(Clone)]
 pub struct Classifier(Arc<ClassifyFn>);
 
 impl Classifier {
-    /// A classifier from a closure.
+    /// A classifier from a closure over `dyn Error`; a value that is not an
+    /// error counts as a failure.
     pub fn new<F>(f: F) -> Self
     where
         F: Fn(&(dyn StdError + 'static)) -> Verdict + Send + Sync + 'static,
+    {
+        Classifier::from_view(move |view| match view.as_error() {
+            Some(err) => f(err),
+            None => Verdict::Failure,
+        })
+    }
+
+    /// A typed classifier for calls that return an `E`, any type: an
+    /// application's own enum, `String`, `anyhow::Error`... It sees the value
+    /// the call returned; a value of another type counts as a failure.
+    pub fn for_type<E, F>(f: F) -> Self
+    where
+        E: 'static,
+        F: Fn(&E) -> Verdict + Send + Sync + 'static,
+    {
+        Classifier::from_view(move |view| match view.downcast_ref::<E>() {
+            Some(err) => f(err),
+            None => Verdict::Failure,
+        })
+    }
+
+    /// A typed classifier for an error type `E` found anywhere in the
+    /// error's `source()` chain (inside `io::Error`s, boxes and
+    /// `anyhow::Error` too): the first `E` decides. An error with no `E` in
+    /// its chain counts as a failure.
+    pub fn for_error<E, F>(f: F) -> Self
+    where
+        E: StdError + 'static,
+        F: Fn(&E) -> Verdict + Send + Sync + 'static,
+    {
+        Classifier::new(move |err| {
+            chain(err)
+                .find_map(|e| e.downcast_ref::<E>())
+                .map_or(Verdict::Failure, &f)
+        })
+    }
+
+    /// A classifier from a closure over the whole [`ErrorView`], for one
+    /// that needs both the typed value and the `dyn Error`.
+    pub fn from_view<F>(f: F) -> Self
+    where
+        F: Fn(ErrorView<'_>) -> Verdict + Send + Sync + 'static,
     {
         Classifier(Arc::new(f))
     }
@@ -87,30 +315,45 @@ impl Classifier {
     /// Counts every error of type `E` (anywhere in the source chain) as a
     /// failure and ignores everything else.
     pub fn failures_of<E: StdError + 'static>() -> Self {
-        Classifier::new(|err| {
-            let mut cur = Some(err);
-            while let Some(e) = cur {
-                if e.is::<E>() {
-                    return Verdict::Failure;
-                }
-                cur = e.source();
+        Classifier::from_view(|view| {
+            let found = view
+                .as_error()
+                .is_some_and(|err| chain(err).any(|e| e.is::<E>()));
+            if found {
+                Verdict::Failure
+            } else {
+                Verdict::Ignore
             }
-            Verdict::Ignore
         })
     }
 
     /// Counts every error as a failure. Only for call sites where every error
     /// really is the dependency's: choosing this is an explicit decision.
     pub fn every_error_is_a_failure() -> Self {
-        Classifier::new(|_| Verdict::Failure)
+        Classifier::from_view(|_| Verdict::Failure)
     }
 
-    /// Classifies `err`, ignoring refusals by inner breakers.
+    /// Classifies `err`, ignoring refusals by inner breakers. A typed
+    /// classifier cannot see the type behind a `dyn Error`: use
+    /// [`classify_value`](Self::classify_value) when the type is known.
     pub fn classify(&self, err: &(dyn StdError + 'static)) -> Verdict {
-        if crate::Rejected::in_chain(err) {
+        self.classify_view(ErrorView::of_dyn_error(err))
+    }
+
+    /// Classifies a value of any type, as [`Breaker::call_any`] does.
+    ///
+    /// [`Breaker::call_any`]: crate::Breaker::call_any
+    pub fn classify_value<E: 'static>(&self, err: &E) -> Verdict {
+        self.classify_view(ErrorView::of_value(err))
+    }
+
+    /// Classifies a view, ignoring refusals by inner breakers.
+    #[inline]
+    pub fn classify_view(&self, view: ErrorView<'_>) -> Verdict {
+        if view.is_refusal() {
             return Verdict::Ignore;
         }
-        (self.0)(err)
+        (self.0)(view)
     }
 }
 

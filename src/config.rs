@@ -1,6 +1,8 @@
-//! The builder, its defaults, and the checks `build()` makes.
+//! The builder, its defaults, the checks `build()` makes, and the reusable
+//! configuration that stamps many breakers.
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -60,11 +62,13 @@ impl Default for Settings {
     }
 }
 
-/// Builds a [`Breaker`]. Made by [`Breaker::builder`].
+/// Builds a [`Breaker`] (made by [`Breaker::builder`]), or a reusable
+/// [`BreakerConfig`] (made by [`BreakerConfig::builder`]).
 ///
 /// Setters are named like the settings; `build()` checks everything once and
 /// names the field at fault. Trip conditions are independent and any one
-/// opens the breaker; a condition set to `None` is off.
+/// opens the breaker; a condition set to `None` is off. The builder is
+/// `Clone`, so one partly set can be the start of several.
 ///
 /// # Default
 ///
@@ -72,7 +76,7 @@ impl Default for Settings {
 /// |---|---|---|
 /// | `call_path` | required | what the breaker guards; order, cancel, kill-switch and risk-check paths are refused |
 /// | `classifier` | required | which errors are the dependency's failures |
-/// | `failure_threshold` | `Some(5)` | consecutive failures that open it (a success resets the run) |
+/// | `consecutive_failure_threshold` | `Some(5)` | consecutive failures that open it (a success resets the run) |
 /// | `failure_window` | 60 s | the sliding window the next three conditions look at |
 /// | `window_failure_threshold` | `None` | failures inside the window that open it, successes or not |
 /// | `failure_rate_threshold` | `Some(0.5)` | failure rate over the window that opens it |
@@ -91,7 +95,8 @@ impl Default for Settings {
 /// | `clock` | `quanta::Clock::new()`, read directly on every decision | the monotonic clock; tests pass `quanta::Clock::mock()` |
 /// | `on_state_change` | none | a callback run after every state change, outside the lock |
 #[must_use = "a builder does nothing until `build()` is called"]
-pub struct BreakerBuilder {
+#[derive(Clone)]
+pub struct BreakerBuilder<T = Breaker> {
     pub(crate) name: String,
     pub(crate) call_path: Option<CallPath>,
     pub(crate) classifier: Option<Classifier>,
@@ -99,9 +104,11 @@ pub struct BreakerBuilder {
     pub(crate) on_state_change: Option<Callback>,
     pub(crate) jitter_seed: Option<u64>,
     pub(crate) settings: Settings,
+    /// What `build()` makes: a [`Breaker`] or a [`BreakerConfig`].
+    target: PhantomData<fn() -> T>,
 }
 
-impl fmt::Debug for BreakerBuilder {
+impl<T> fmt::Debug for BreakerBuilder<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BreakerBuilder")
             .field("name", &self.name)
@@ -128,7 +135,7 @@ macro_rules! setter {
     };
 }
 
-impl BreakerBuilder {
+impl<T> BreakerBuilder<T> {
     pub(crate) fn new(name: impl Into<String>) -> Self {
         BreakerBuilder {
             name: name.into(),
@@ -138,6 +145,7 @@ impl BreakerBuilder {
             on_state_change: None,
             jitter_seed: None,
             settings: Settings::default(),
+            target: PhantomData,
         }
     }
 
@@ -179,7 +187,14 @@ impl BreakerBuilder {
 
     setter!(
         /// Consecutive failures that open the breaker, or `None` for off.
-        failure_threshold: into u32 => failure_threshold);
+        consecutive_failure_threshold: into u32 => failure_threshold);
+
+    /// The old name of
+    /// [`consecutive_failure_threshold`](Self::consecutive_failure_threshold).
+    #[deprecated(note = "renamed to `consecutive_failure_threshold`")]
+    pub fn failure_threshold(self, value: impl Into<Option<u32>>) -> Self {
+        self.consecutive_failure_threshold(value)
+    }
     setter!(
         /// The sliding window for the window, rate and slow-call conditions.
         failure_window: Duration => failure_window);
@@ -223,31 +238,42 @@ impl BreakerBuilder {
         /// How long a probe may stay out before it counts as failed.
         max_probe_duration: Duration => max_probe_duration);
 
-    /// Checks the configuration and builds the breaker.
-    ///
-    /// # Errors
-    ///
-    /// A [`ConfigError`] naming the first field at fault.
-    pub fn build(self) -> Result<Breaker, ConfigError> {
-        self.validate()?;
-        Ok(Breaker::from_builder(self))
+    /// The same settings, building the other kind of thing.
+    fn retarget<U>(self) -> BreakerBuilder<U> {
+        BreakerBuilder {
+            name: self.name,
+            call_path: self.call_path,
+            classifier: self.classifier,
+            clock: self.clock,
+            on_state_change: self.on_state_change,
+            jitter_seed: self.jitter_seed,
+            settings: self.settings,
+            target: PhantomData,
+        }
     }
 
-    fn validate(&self) -> Result<(), ConfigError> {
-        let s = &self.settings;
+    fn validate_name(&self) -> Result<(), ConfigError> {
         check(
             "name",
             !self.name.trim().is_empty(),
             "must not be empty",
             format_args!("{:?}", self.name),
-        )?;
-        let path = self.call_path.ok_or(ConfigError::Missing {
+        )
+    }
+
+    /// Checks everything but the name.
+    fn validate(&self) -> Result<(), ConfigError> {
+        let s = &self.settings;
+        let path = self.call_path.as_ref().ok_or(ConfigError::Missing {
             field: "call_path",
             why: "declare what the breaker guards, so that order, cancel, kill-switch and \
                   risk-check paths can be refused",
         })?;
         if let Some(why) = path.refusal() {
-            return Err(ConfigError::ForbiddenCallPath { path, why });
+            return Err(ConfigError::ForbiddenCallPath {
+                path: path.clone(),
+                why,
+            });
         }
         if self.classifier.is_none() {
             return Err(ConfigError::Missing {
@@ -258,7 +284,7 @@ impl BreakerBuilder {
         }
         if let Some(n) = s.failure_threshold {
             check(
-                "failure_threshold",
+                "consecutive_failure_threshold",
                 n > 0,
                 "must be at least 1 (or None)",
                 n,
@@ -353,11 +379,103 @@ impl BreakerBuilder {
         let any_condition =
             s.failure_threshold.is_some() || s.uses_window() || s.latency_trip.is_some();
         check(
-            "failure_threshold",
+            "consecutive_failure_threshold",
             any_condition,
             "is off along with every other trip condition, so the breaker could never open",
             "None",
         )
+    }
+}
+
+impl BreakerBuilder<Breaker> {
+    /// Checks the configuration and builds the breaker.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the first field at fault.
+    pub fn build(self) -> Result<Breaker, ConfigError> {
+        self.validate_name()?;
+        self.validate()?;
+        Ok(Breaker::from_builder(self))
+    }
+}
+
+impl BreakerBuilder<BreakerConfig> {
+    /// Checks the configuration once and returns it as a value that stamps
+    /// breakers.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the first field at fault.
+    pub fn build(self) -> Result<BreakerConfig, ConfigError> {
+        self.validate()?;
+        Ok(BreakerConfig {
+            builder: self.retarget(),
+        })
+    }
+}
+
+/// A checked breaker configuration, reusable: every setting of a
+/// [`BreakerBuilder`] but the name, from which [`breaker`](Self::breaker)
+/// stamps as many breakers as needed (one per vendor, per endpoint, per
+/// entry of a configuration file).
+///
+/// Cheap to clone. The breakers it stamps are independent; they share the
+/// classifier, the `on_state_change` callback (which is told which breaker
+/// changed) and, when one is set, the clock and the jitter seed.
+///
+/// ```
+/// use fusebox::{BreakerConfig, CallPath, Classifier};
+/// use std::time::Duration;
+///
+/// let vendor = BreakerConfig::builder()
+///     .call_path(CallPath::AltData)
+///     .classifier(Classifier::every_error_is_a_failure())
+///     .consecutive_failure_threshold(3)
+///     .open_duration(Duration::from_secs(30))
+///     .build()?;
+///
+/// let news = vendor.breaker("news")?;
+/// let sentiment = vendor.breaker("sentiment")?;
+/// // One breaker that differs in one setting:
+/// let satellite = vendor.to_builder("satellite").open_duration(Duration::from_secs(120)).build()?;
+/// assert_eq!(news.name(), "news");
+/// assert_eq!(sentiment.call_path(), CallPath::AltData);
+/// assert_eq!(satellite.name(), "satellite");
+/// # Ok::<(), fusebox::ConfigError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct BreakerConfig {
+    /// Checked, but for its name.
+    builder: BreakerBuilder,
+}
+
+impl BreakerConfig {
+    /// Starts building a configuration. See [`BreakerBuilder`] for the
+    /// settings and their defaults; `call_path` and `classifier` are
+    /// required here too.
+    pub fn builder() -> BreakerBuilder<BreakerConfig> {
+        BreakerBuilder::new(String::new())
+    }
+
+    /// A breaker called `name` with this configuration.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] for the name; the rest was checked by `build()`.
+    pub fn breaker(&self, name: impl Into<String>) -> Result<Breaker, ConfigError> {
+        let mut builder = self.builder.clone();
+        builder.name = name.into();
+        builder.validate_name()?;
+        Ok(Breaker::from_builder(builder))
+    }
+
+    /// A builder for a breaker called `name`, set up with this
+    /// configuration, to change a setting or two before `build()`.
+    pub fn to_builder(&self, name: impl Into<String>) -> BreakerBuilder {
+        let mut builder = self.builder.clone();
+        builder.name = name.into();
+        builder
     }
 }
 

@@ -2,6 +2,8 @@
 
 use std::error::Error as StdError;
 use std::fmt;
+use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::name::Name;
@@ -68,17 +70,36 @@ impl Rejected {
     ///
     /// Breakers use this so that a rejection by an inner breaker is never
     /// counted as a failure by an outer one, even when the caller has wrapped
-    /// it in its own error type.
+    /// it in its own error type. The walk looks inside an `io::Error`
+    /// (`io::Error::other(rejected)`, whose `source()` skips the wrapped
+    /// error), sees a `Box<Rejected>` or `Arc<Rejected>` as a refusal, and
+    /// follows at most 32 links, so that a cyclic chain ends.
     pub fn in_chain(err: &(dyn StdError + 'static)) -> bool {
-        let mut cur = Some(err);
-        while let Some(e) = cur {
-            if e.is::<Rejected>() {
-                return true;
-            }
-            cur = e.source();
-        }
-        false
+        chain(err).any(|e| e.is::<Rejected>() || e.is::<Box<Rejected>>() || e.is::<Arc<Rejected>>())
     }
+}
+
+/// The most links of a `source()` chain a walk follows.
+pub(crate) const CHAIN_LIMIT: usize = 32;
+
+/// The errors of `err`'s chain, `err` first, at most [`CHAIN_LIMIT`] of them.
+///
+/// An `io::Error` that wraps an error is followed into the wrapped error:
+/// its own `source()` returns the wrapped error's source, which would skip
+/// the wrapped error itself.
+pub(crate) fn chain<'a>(
+    err: &'a (dyn StdError + 'static),
+) -> impl Iterator<Item = &'a (dyn StdError + 'static)> {
+    let mut next = Some(err);
+    std::iter::from_fn(move || {
+        let cur = next?;
+        next = match cur.downcast_ref::<io::Error>().and_then(io::Error::get_ref) {
+            Some(wrapped) => Some(wrapped),
+            None => cur.source(),
+        };
+        Some(cur)
+    })
+    .take(CHAIN_LIMIT)
 }
 
 impl fmt::Debug for Rejected {
@@ -93,12 +114,7 @@ impl fmt::Debug for Rejected {
 
 impl fmt::Display for Rejected {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "breaker `{}` is {}: call not attempted",
-            self.breaker(),
-            self.state()
-        )?;
+        write!(f, "breaker `{}` is {}", self.breaker(), self.state())?;
         if let Some(d) = self.retry_after() {
             write!(f, ", retry after {d:?}")?;
         }
@@ -152,11 +168,16 @@ impl<E> CallError<E> {
     }
 }
 
-impl<E: fmt::Display> fmt::Display for CallError<E> {
+/// Says what happened to the call and nothing more: the refusal or the
+/// dependency's error is the [`source`](StdError::source), so that a report
+/// that prints the chain (anyhow's `{:#}`, say) prints each message once:
+/// "call failed: timed out", "call not attempted: breaker `refdata` is open,
+/// retry after 5s".
+impl<E> fmt::Display for CallError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CallError::Rejected(r) => fmt::Display::fmt(r, f),
-            CallError::Failed(e) => write!(f, "call failed: {e}"),
+            CallError::Rejected(_) => f.write_str("call not attempted"),
+            CallError::Failed(_) => f.write_str("call failed"),
         }
     }
 }

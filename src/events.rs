@@ -14,7 +14,7 @@ use crate::State;
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Reason {
-    /// `count` consecutive failures reached `failure_threshold`.
+    /// `count` consecutive failures reached `consecutive_failure_threshold`.
     ConsecutiveFailures {
         /// The length of the run.
         count: u32,

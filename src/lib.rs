@@ -23,7 +23,7 @@
 //!         }
 //!         _ => Verdict::Ignore,
 //!     }))
-//!     .failure_threshold(3)
+//!     .consecutive_failure_threshold(3)
 //!     .open_duration(Duration::from_secs(5))
 //!     .build()?;
 //!
@@ -46,6 +46,42 @@
 //! On order submission, order cancellation, a kill switch, or a mandatory
 //! pre-trade risk check, a fast refusal is worse than a slow call. The
 //! builder requires a [`CallPath`] and refuses those paths.
+//!
+//! # Error types
+//!
+//! [`Breaker::call`] takes any error type that implements
+//! `std::error::Error`. [`Breaker::call_any`] takes the rest:
+//! `anyhow::Error`, `Box<dyn Error + Send + Sync>`, `String`, an enum of the
+//! application's own. A [`Classifier`] is written over `dyn Error`
+//! ([`Classifier::new`]) or typed over the calls' error type
+//! ([`Classifier::for_type`], [`Classifier::for_error`]); one that cannot
+//! read an error counts it as a failure. [`Breaker::call_with`] takes a typed
+//! verdict for one call.
+//!
+//! For code that is not one closure, [`Breaker::try_acquire`] (or
+//! [`Breaker::try_acquire_owned`], to move the permit to another thread)
+//! returns a permit whose [`finish`](Permit::finish) classifies the call's
+//! result. [`Breaker::would_permit`] asks without taking anything.
+//!
+//! # One configuration, many breakers
+//!
+//! A [`BreakerConfig`] is checked once and stamps breakers by name:
+//!
+//! ```
+//! use fusebox::{BreakerConfig, CallPath};
+//!
+//! let vendor = BreakerConfig::builder()
+//!     .call_path(CallPath::custom("ratings"))
+//!     .classifier(fusebox::Classifier::every_error_is_a_failure())
+//!     .consecutive_failure_threshold(3)
+//!     .build()?;
+//! let breakers: Vec<_> = ["moodys", "sp", "fitch"]
+//!     .into_iter()
+//!     .map(|name| vendor.breaker(name))
+//!     .collect::<Result<_, _>>()?;
+//! assert_eq!(breakers[2].name(), "fitch");
+//! # Ok::<(), fusebox::ConfigError>(())
+//! ```
 //!
 //! # Time
 //!
@@ -72,6 +108,9 @@
 //!
 //! - `http` (default): the `ureq` 3 integration in [`http`]: a classifier for
 //!   ureq errors, a guarded client, and a last-known-good fallback.
+//! - `anyhow`: classifiers and the search for inner breakers' refusals see
+//!   inside `anyhow::Error` (its context chain included) in
+//!   [`Breaker::call_any`].
 //!
 // The `http` module exists only with its feature: link to it, or to its
 // published docs when the crate is documented without it.
@@ -105,12 +144,14 @@ mod window;
 
 pub use breaker::{Breaker, Decorated};
 pub use call_path::CallPath;
-pub use classify::{Classifier, Outcome, Verdict};
-pub use config::BreakerBuilder;
+#[allow(deprecated)] // `Outcome`, kept for one more release
+pub use classify::Outcome;
+pub use classify::{Classifier, ErrorView, Verdict};
+pub use config::{BreakerBuilder, BreakerConfig};
 pub use error::{CallError, ConfigError, Rejected};
 pub use events::{Reason, StateChange, Subscription};
 pub use latency::LatencyTrip;
-pub use permit::Permit;
+pub use permit::{OwnedPermit, Permit};
 pub use snapshot::{Snapshot, Totals};
 pub use state::State;
 

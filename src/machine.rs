@@ -13,7 +13,7 @@ use crate::config::Settings;
 use crate::events::Reason;
 use crate::latency::LatencyWindow;
 use crate::window::Window;
-use crate::{Outcome, State};
+use crate::{State, Verdict};
 
 /// What an admitted call holds until it reports its outcome.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -214,6 +214,19 @@ impl Machine {
         }
     }
 
+    /// Whether `admit(now)` would admit a call, changing nothing.
+    pub(crate) fn would_admit(&self, now: u64) -> bool {
+        match self.state {
+            State::Closed => true,
+            State::ForcedOpen => false,
+            State::Open => now >= self.open_until,
+            State::HalfOpen => {
+                !self.probes.iter().flatten().any(|p| p.deadline <= now)
+                    && self.probes.iter().any(Option::is_none)
+            }
+        }
+    }
+
     fn admit_probe(&mut self, now: u64) -> Admit {
         match self.probes.iter_mut().find(|p| p.is_none()) {
             Some(slot) => {
@@ -243,16 +256,16 @@ impl Machine {
         &mut self,
         now: u64,
         ticket: Ticket,
-        outcome: Outcome,
+        outcome: Verdict,
         elapsed: u64,
     ) -> Option<Transition> {
-        let slow = outcome == Outcome::Success && self.slow_after.is_some_and(|d| elapsed > d);
+        let slow = outcome == Verdict::Success && self.slow_after.is_some_and(|d| elapsed > d);
         let t = &mut self.totals;
         t.calls += 1;
         match outcome {
-            Outcome::Success => t.successes += 1,
-            Outcome::Failure | Outcome::Throttled(_) => t.failures += 1,
-            Outcome::Ignored => t.ignored += 1,
+            Verdict::Success => t.successes += 1,
+            Verdict::Failure | Verdict::Throttled(_) => t.failures += 1,
+            Verdict::Ignore => t.ignored += 1,
         }
         t.slow += u64::from(slow);
         // Admitted before the state last changed: it counts in the totals
@@ -261,7 +274,7 @@ impl Machine {
         if !self.is_current(ticket) {
             return None;
         }
-        if let Outcome::Throttled(d) = outcome {
+        if let Verdict::Throttled(d) = outcome {
             self.throttle_until = self.throttle_until.max(now.saturating_add(nanos(d)));
         }
         match ticket {
@@ -302,17 +315,17 @@ impl Machine {
     fn closed_outcome(
         &mut self,
         now: u64,
-        outcome: Outcome,
+        outcome: Verdict,
         slow: bool,
         elapsed: u64,
     ) -> Option<Transition> {
         let failed = match outcome {
-            Outcome::Ignored => return None,
-            Outcome::Success => {
+            Verdict::Ignore => return None,
+            Verdict::Success => {
                 self.consecutive = 0;
                 false
             }
-            Outcome::Failure | Outcome::Throttled(_) => {
+            Verdict::Failure | Verdict::Throttled(_) => {
                 self.consecutive = self.consecutive.saturating_add(1);
                 true
             }
@@ -375,19 +388,19 @@ impl Machine {
     fn probe_outcome(
         &mut self,
         now: u64,
-        outcome: Outcome,
+        outcome: Verdict,
         slow: bool,
         elapsed: u64,
     ) -> Option<Transition> {
         match outcome {
-            Outcome::Ignored => None,
-            Outcome::Success if slow => Some(self.reopen(
+            Verdict::Ignore => None,
+            Verdict::Success if slow => Some(self.reopen(
                 now,
                 Reason::ProbeSlow {
                     elapsed: Duration::from_nanos(elapsed),
                 },
             )),
-            Outcome::Success => {
+            Verdict::Success => {
                 self.probe_successes += 1;
                 if self.probe_successes >= self.s.half_open_success_threshold {
                     let successes = self.probe_successes;
@@ -396,7 +409,7 @@ impl Machine {
                     None
                 }
             }
-            Outcome::Failure | Outcome::Throttled(_) => Some(self.reopen(now, Reason::ProbeFailed)),
+            Verdict::Failure | Verdict::Throttled(_) => Some(self.reopen(now, Reason::ProbeFailed)),
         }
     }
 

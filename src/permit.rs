@@ -1,42 +1,75 @@
-//! The RAII permit for calls that are not a single closure.
+//! The RAII permits for calls that are not a single closure: one that
+//! borrows its breaker, and one that owns a handle to it.
 
+use std::error::Error as StdError;
 use std::fmt;
 use std::mem::ManuallyDrop;
 
+use crate::classify::ErrorView;
 use crate::machine::Ticket;
-use crate::{Breaker, Outcome};
+use crate::{Breaker, Verdict};
 
 /// Permission to make one call, from [`Breaker::try_acquire`].
 ///
-/// Report what happened with [`success`](Self::success),
-/// [`failure`](Self::failure), [`ignore`](Self::ignore) or
-/// [`record`](Self::record); each consumes the permit.
+/// Report what happened with [`finish`](Self::finish) (the call's result,
+/// classified by the breaker's classifier), or directly with
+/// [`success`](Self::success), [`failure`](Self::failure),
+/// [`ignore`](Self::ignore) or [`record`](Self::record); each consumes the
+/// permit.
 ///
 /// **A permit dropped without an outcome counts as a failure.** The usual
 /// ways to get there are an early return on an error (`?`) and a panic, and
 /// both mean the call did not succeed. If the call turned out not to be
-/// needed, call [`ignore`](Self::ignore). A permit that is never dropped
-/// (leaked with `mem::forget`, or held by a thread that hangs) is not lost
-/// either: as a half-open probe it expires after `max_probe_duration`.
+/// needed, call [`ignore`](Self::ignore); to keep the caller's own errors
+/// (a parse error after the vendor answered) off the vendor's count, report
+/// the vendor's result with [`finish`](Self::finish) before going on. A
+/// permit that is never dropped (leaked with `mem::forget`, or held by a
+/// thread that hangs) is not lost either: as a half-open probe it expires
+/// after `max_probe_duration`.
 ///
 /// ```
 /// # use fusebox::{Breaker, CallPath, Classifier};
 /// # let breaker = Breaker::builder("alt-data").call_path(CallPath::AltData)
 /// #     .classifier(Classifier::every_error_is_a_failure()).build().unwrap();
-/// match breaker.try_acquire() {
-///     Ok(permit) => {
-///         // ... make the call ...
-///         permit.success();
-///     }
-///     Err(rejected) => {
-///         // Nothing was attempted: take the fallback.
-///         assert!(rejected.retry_after().is_some());
-///     }
-/// };
+/// # fn fetch() -> Result<String, std::io::Error> { Ok("42".into()) }
+/// # fn run(breaker: &Breaker) -> Result<u32, Box<dyn std::error::Error>> {
+/// let permit = breaker.try_acquire()?;
+/// let body = fetch();
+/// permit.finish(&body); // the vendor's result, classified and counted
+/// let value: u32 = body?.parse()?; // a parse error here is not the vendor's
+/// # Ok(value)
+/// # }
+/// # assert_eq!(run(&breaker).unwrap(), 42);
 /// ```
 #[must_use = "a permit counts as a failure when dropped without an outcome"]
 pub struct Permit<'a> {
     breaker: &'a Breaker,
+    ticket: Ticket,
+    started: u64,
+}
+
+/// Permission to make one call, from [`Breaker::try_acquire_owned`]: a
+/// [`Permit`] that holds its own handle to the breaker, so that it can move
+/// into a closure, a task or another thread (`Send + 'static`).
+///
+/// Reported the same way as a [`Permit`], and **like a permit, counts as a
+/// failure when dropped without an outcome.**
+///
+/// ```
+/// # use fusebox::{Breaker, CallPath, Classifier};
+/// # let breaker = Breaker::builder("alt-data").call_path(CallPath::AltData)
+/// #     .classifier(Classifier::every_error_is_a_failure()).build().unwrap();
+/// let permit = breaker.try_acquire_owned().expect("closed");
+/// let worker = std::thread::spawn(move || {
+///     let answer = Ok::<_, std::io::Error>(7);
+///     permit.finish(&answer);
+///     answer
+/// });
+/// assert_eq!(worker.join().unwrap().unwrap(), 7);
+/// ```
+#[must_use = "a permit counts as a failure when dropped without an outcome"]
+pub struct OwnedPermit {
+    breaker: Breaker,
     ticket: Ticket,
     started: u64,
 }
@@ -51,50 +84,114 @@ impl<'a> Permit<'a> {
         }
     }
 
-    /// Whether this permit is a half-open probe: its outcome decides whether
-    /// the breaker closes.
-    pub fn is_probe(&self) -> bool {
-        matches!(self.ticket, Ticket::Probe { .. })
-    }
-
-    /// The call succeeded.
-    #[inline(always)]
-    pub fn success(self) {
-        self.record(Outcome::Success);
-    }
-
-    /// The call failed in a way that counts against the dependency.
-    pub fn failure(self) {
-        self.record(Outcome::Failure);
-    }
-
-    /// The call's result says nothing about the dependency (or the call was
-    /// not made after all). Frees a probe slot without deciding anything.
-    pub fn ignore(self) {
-        self.record(Outcome::Ignored);
-    }
-
-    /// Reports `outcome`.
-    #[inline(always)]
-    pub fn record(self, outcome: Outcome) {
-        // Settled here, so the drop (which would count a failure) must not run.
+    /// This permit, holding its own handle to the breaker (one reference
+    /// count increment) so that it can outlive the borrow.
+    pub fn into_owned(self) -> OwnedPermit {
         let this = ManuallyDrop::new(self);
-        this.breaker.settle(this.ticket, this.started, outcome);
+        OwnedPermit {
+            breaker: this.breaker.clone(),
+            ticket: this.ticket,
+            started: this.started,
+        }
     }
 }
+
+/// The reporting methods, the same on both permits.
+macro_rules! reporting {
+    ($permit:ty, $name:literal) => {
+        impl $permit {
+            /// Whether this permit is a half-open probe: its outcome decides
+            /// whether the breaker closes.
+            pub fn is_probe(&self) -> bool {
+                matches!(self.ticket, Ticket::Probe { .. })
+            }
+
+            /// The call succeeded.
+            #[inline(always)]
+            pub fn success(self) {
+                self.record(Verdict::Success);
+            }
+
+            /// The call failed in a way that counts against the dependency.
+            pub fn failure(self) {
+                self.record(Verdict::Failure);
+            }
+
+            /// The call's result says nothing about the dependency (or the
+            /// call was not made after all). Frees a probe slot without
+            /// deciding anything.
+            pub fn ignore(self) {
+                self.record(Verdict::Ignore);
+            }
+
+            /// Reports the call's result: `Ok` is a success, an `Err` counts
+            /// as the breaker's classifier says (a refusal by an inner
+            /// breaker is ignored). Returns the verdict reported.
+            ///
+            /// For error types that are not `std::error::Error`, use
+            /// [`finish_any`](Self::finish_any).
+            #[inline]
+            pub fn finish<T, E>(self, result: &Result<T, E>) -> Verdict
+            where
+                E: StdError + 'static,
+            {
+                let verdict = match result {
+                    Ok(_) => Verdict::Success,
+                    Err(e) => self
+                        .breaker
+                        .classifier()
+                        .classify_view(ErrorView::of_error(e)),
+                };
+                self.record(verdict);
+                verdict
+            }
+
+            /// [`finish`](Self::finish) for an error of any type, seen as
+            /// [`Breaker::call_any`](crate::Breaker::call_any) sees it.
+            #[inline]
+            pub fn finish_any<T, E: 'static>(self, result: &Result<T, E>) -> Verdict {
+                let verdict = match result {
+                    Ok(_) => Verdict::Success,
+                    Err(e) => self.breaker.classifier().classify_value(e),
+                };
+                self.record(verdict);
+                verdict
+            }
+
+            /// Reports `verdict` (an `Outcome`, its old name, works too).
+            #[inline(always)]
+            pub fn record(self, verdict: Verdict) {
+                // Settled here, so the drop (which would count a failure)
+                // must not run.
+                let this = ManuallyDrop::new(self);
+                this.breaker.settle(this.ticket, this.started, verdict);
+            }
+        }
+
+        impl fmt::Debug for $permit {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct($name)
+                    .field("breaker", &self.breaker.name())
+                    .field("probe", &self.is_probe())
+                    .finish()
+            }
+        }
+    };
+}
+
+reporting!(Permit<'_>, "Permit");
+reporting!(OwnedPermit, "OwnedPermit");
 
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
         self.breaker
-            .settle(self.ticket, self.started, Outcome::Failure);
+            .settle(self.ticket, self.started, Verdict::Failure);
     }
 }
 
-impl fmt::Debug for Permit<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Permit")
-            .field("breaker", &self.breaker.name())
-            .field("probe", &self.is_probe())
-            .finish()
+impl Drop for OwnedPermit {
+    fn drop(&mut self) {
+        self.breaker
+            .settle(self.ticket, self.started, Verdict::Failure);
     }
 }

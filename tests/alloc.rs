@@ -47,7 +47,7 @@ fn cheapest_config() -> Breaker {
     Breaker::builder("alloc")
         .call_path(CallPath::ReferenceData)
         .classifier(Classifier::every_error_is_a_failure())
-        .failure_threshold(5)
+        .consecutive_failure_threshold(5)
         .failure_rate_threshold(None)
         .open_duration(HOUR)
         .max_open_duration(HOUR)

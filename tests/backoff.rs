@@ -18,7 +18,7 @@ fn escalating(
 ) -> (Breaker, std::sync::Arc<Mock>) {
     let (builder, mock) = quiet("refdata");
     let b = builder
-        .failure_threshold(1)
+        .consecutive_failure_threshold(1)
         .open_duration(base)
         .backoff_multiplier(multiplier)
         .max_open_duration(max)
@@ -89,7 +89,7 @@ fn a_multiplier_of_one_keeps_the_period_constant() {
 fn an_expired_probe_escalates_like_a_failed_one() {
     let (builder, mock) = quiet("refdata");
     let b = builder
-        .failure_threshold(1)
+        .consecutive_failure_threshold(1)
         .open_duration(SEC)
         .max_probe_duration(SEC)
         .build()

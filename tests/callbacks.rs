@@ -24,7 +24,7 @@ fn named(name: &str, clock: Clock) -> BreakerBuilder {
         .clock(clock)
         .jitter(0.0)
         .failure_rate_threshold(None)
-        .failure_threshold(1)
+        .consecutive_failure_threshold(1)
         .open_duration(SEC)
 }
 

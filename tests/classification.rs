@@ -10,14 +10,14 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
 use common::*;
-use fusebox::{Breaker, CallError, Classifier, Outcome, Rejected, State, Verdict};
+use fusebox::{Breaker, CallError, Classifier, Rejected, State, Verdict};
 
 /// A breaker with every counter in play: consecutive failures, the window,
 /// both rates, slow calls.
 fn busy() -> (Breaker, std::sync::Arc<quanta::Mock>) {
     let (builder, mock) = quiet("refdata");
     let b = builder
-        .failure_threshold(3)
+        .consecutive_failure_threshold(3)
         .window_failure_threshold(10)
         .failure_rate_threshold(0.9)
         .minimum_calls(10)
@@ -179,7 +179,7 @@ fn the_classifier_decides_and_a_throttled_answer_sets_a_minimum_open_period() {
             Some(DepError::Outage(_)) => Verdict::Throttled(Duration::from_secs(120)),
             _ => Verdict::Ignore,
         }))
-        .failure_threshold(2)
+        .consecutive_failure_threshold(2)
         .open_duration(10 * SEC)
         .build()
         .unwrap();
@@ -229,7 +229,7 @@ fn nested() -> (Breaker, Breaker, std::sync::Arc<quanta::Mock>) {
     // keeps the inner breaker's refusals out.
     let outer = builder
         .classifier(Classifier::every_error_is_a_failure())
-        .failure_threshold(1)
+        .consecutive_failure_threshold(1)
         .build()
         .unwrap();
     (inner, outer, mock)
@@ -294,7 +294,7 @@ fn a_straggler_throttled_before_a_reset_does_not_lengthen_the_next_outage() {
     let (b, _mock) = consecutive(1);
     let straggler = b.try_acquire().unwrap();
     b.reset("ops", "vendor fixed");
-    straggler.record(Outcome::Throttled(Duration::from_secs(3_600)));
+    straggler.record(Verdict::Throttled(Duration::from_secs(3_600)));
     assert_eq!(b.state(), State::Closed, "a stale answer decides nothing");
     assert_eq!(b.snapshot().totals.failures, 1, "but it is in the totals");
     fail(&b).unwrap_err();
@@ -306,7 +306,7 @@ fn a_straggler_throttled_while_open_does_not_lengthen_the_next_open_period() {
     let (b, mock) = consecutive(1);
     let straggler = b.try_acquire().unwrap();
     trip(&b, 1);
-    straggler.record(Outcome::Throttled(Duration::from_secs(3_600)));
+    straggler.record(Verdict::Throttled(Duration::from_secs(3_600)));
     assert_eq!(b.snapshot().retry_after, Some(10 * SEC));
     mock.increment(10 * SEC);
     fail(&b).unwrap_err();
@@ -321,7 +321,7 @@ fn a_throttled_probe_holds_the_breaker_open_for_the_time_asked() {
     mock.increment(10 * SEC);
     b.try_acquire()
         .unwrap()
-        .record(Outcome::Throttled(Duration::from_secs(600)));
+        .record(Verdict::Throttled(Duration::from_secs(600)));
     assert_eq!(b.state(), State::Open);
     assert_eq!(b.snapshot().retry_after, Some(600 * SEC));
 }

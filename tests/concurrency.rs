@@ -25,7 +25,7 @@ fn sixty_four_threads_at_the_end_of_the_open_period_admit_exactly_one_probe() {
     const ROUNDS: usize = 1_000;
     let (builder, mock) = quiet("refdata");
     let b = builder
-        .failure_threshold(1)
+        .consecutive_failure_threshold(1)
         .open_duration(SEC)
         .backoff_multiplier(1.0)
         .build()
@@ -105,7 +105,10 @@ fn counts_are_exact_under_contention() {
     const THREADS: u64 = 8;
     const CALLS: u64 = 5_000;
     let (builder, _mock) = quiet("refdata");
-    let b = builder.failure_threshold(u32::MAX).build().unwrap();
+    let b = builder
+        .consecutive_failure_threshold(u32::MAX)
+        .build()
+        .unwrap();
     std::thread::scope(|s| {
         for t in 0..THREADS {
             let b = &b;
@@ -182,7 +185,7 @@ fn concurrent_failures_open_it_exactly_once() {
     let seen = Arc::clone(&opened);
     let (builder, _mock) = quiet("refdata");
     let b = builder
-        .failure_threshold(10)
+        .consecutive_failure_threshold(10)
         .on_state_change(move |c| {
             assert_eq!((c.from, c.to), (State::Closed, State::Open));
             seen.fetch_add(1, Ordering::SeqCst);
@@ -218,7 +221,7 @@ fn state_changes_form_one_unbroken_chain_under_contention() {
     let sink = Arc::clone(&changes);
     let (builder, mock) = quiet("refdata");
     let b = builder
-        .failure_threshold(2)
+        .consecutive_failure_threshold(2)
         .open_duration(MS)
         .max_open_duration(4 * MS)
         .max_probe_duration(3 * MS)

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use fusebox::{Breaker, BreakerBuilder, CallPath, Classifier, ConfigError, LatencyTrip};
+use fusebox::{
+    Breaker, BreakerBuilder, BreakerConfig, CallPath, Classifier, ConfigError, LatencyTrip, State,
+};
 
 fn valid() -> BreakerBuilder {
     Breaker::builder("refdata")
@@ -44,7 +46,7 @@ fn refuses_order_cancel_kill_switch_and_risk_check_paths() {
         CallPath::KillSwitch,
         CallPath::RiskCheck,
     ] {
-        let e = refused_for(valid().call_path(path), "call_path");
+        let e = refused_for(valid().call_path(path.clone()), "call_path");
         assert!(e.to_string().contains(path.as_str()), "{e}");
         match e {
             ConfigError::ForbiddenCallPath { path: p, why } => {
@@ -55,7 +57,10 @@ fn refuses_order_cancel_kill_switch_and_risk_check_paths() {
         }
         // However it is configured otherwise.
         refused_for(
-            valid().call_path(path).failure_threshold(1).jitter(0.0),
+            valid()
+                .call_path(path)
+                .consecutive_failure_threshold(1)
+                .jitter(0.0),
             "call_path",
         );
     }
@@ -68,9 +73,9 @@ fn accepts_the_optional_paths() {
         CallPath::HistoricalData,
         CallPath::AltData,
         CallPath::Enrichment,
-        CallPath::Other("fx-fixings"),
+        CallPath::custom("fx-fixings"),
     ] {
-        let b = valid().call_path(path).build().unwrap();
+        let b = valid().call_path(path.clone()).build().unwrap();
         assert_eq!(b.call_path(), path);
     }
 }
@@ -93,7 +98,10 @@ fn requires_a_call_path_and_a_classifier() {
 fn refuses_every_invalid_setting_naming_the_field() {
     let s = Duration::from_secs(1);
     let cases: Vec<(BreakerBuilder, &str)> = vec![
-        (valid().failure_threshold(0), "failure_threshold"),
+        (
+            valid().consecutive_failure_threshold(0),
+            "consecutive_failure_threshold",
+        ),
         (
             Breaker::builder("")
                 .call_path(CallPath::AltData)
@@ -211,12 +219,12 @@ fn refuses_every_invalid_setting_naming_the_field() {
         // Every trip condition off: the breaker could never open.
         (
             valid()
-                .failure_threshold(None)
+                .consecutive_failure_threshold(None)
                 .failure_rate_threshold(None)
                 .window_failure_threshold(None)
                 .slow_call_rate_threshold(None)
                 .latency_trip(None),
-            "failure_threshold",
+            "consecutive_failure_threshold",
         ),
     ];
     for (builder, field) in cases {
@@ -232,7 +240,7 @@ fn refuses_every_invalid_setting_naming_the_field() {
 fn accepts_the_edges_of_every_range() {
     let s = Duration::from_secs(1);
     let edges = [
-        valid().failure_threshold(1),
+        valid().consecutive_failure_threshold(1),
         valid().failure_window(Duration::from_millis(1)),
         valid().window_failure_threshold(1),
         valid().failure_rate_threshold(1.0),
@@ -255,15 +263,15 @@ fn accepts_the_edges_of_every_range() {
         valid().failure_window(Duration::MAX),
         // One condition on is enough, whichever it is.
         valid()
-            .failure_threshold(None)
+            .consecutive_failure_threshold(None)
             .failure_rate_threshold(None)
             .window_failure_threshold(2),
         valid()
-            .failure_threshold(None)
+            .consecutive_failure_threshold(None)
             .failure_rate_threshold(None)
             .latency_trip(LatencyTrip::new()),
         valid()
-            .failure_threshold(None)
+            .consecutive_failure_threshold(None)
             .failure_rate_threshold(None)
             .slow_call_duration(s)
             .slow_call_rate_threshold(0.5),
@@ -280,7 +288,7 @@ fn extreme_but_valid_durations_do_not_overflow() {
     let (clock, mock) = quanta::Clock::mock();
     let b = valid()
         .clock(clock)
-        .failure_threshold(1)
+        .consecutive_failure_threshold(1)
         .failure_window(Duration::MAX)
         .window_failure_threshold(3)
         .open_duration(Duration::MAX)
@@ -296,4 +304,154 @@ fn extreme_but_valid_durations_do_not_overflow() {
     let rej = b.try_acquire().unwrap_err();
     assert_eq!(rej.state(), fusebox::State::Open);
     assert!(rej.retry_after().unwrap() > Duration::from_secs(100 * 365 * 86_400));
+}
+
+// --- a configuration as a value ------------------------------------------
+
+fn vendor_config(clock: quanta::Clock) -> BreakerConfig {
+    BreakerConfig::builder()
+        .call_path(CallPath::AltData)
+        .classifier(Classifier::every_error_is_a_failure())
+        .clock(clock)
+        .jitter(0.0)
+        .consecutive_failure_threshold(2)
+        .failure_rate_threshold(None)
+        .open_duration(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+fn fail(b: &Breaker) {
+    let _ = b.call(|| Err::<(), _>(std::io::Error::other("down")));
+}
+
+#[test]
+fn one_config_stamps_independent_breakers_with_the_same_settings() {
+    let (clock, _mock) = quanta::Clock::mock();
+    let config = vendor_config(clock);
+    let news = config.breaker("news").unwrap();
+    let sentiment = config.clone().breaker("sentiment").unwrap();
+    assert_eq!((news.name(), sentiment.name()), ("news", "sentiment"));
+    assert_eq!(news.call_path(), CallPath::AltData);
+    fail(&news);
+    fail(&news);
+    assert_eq!(news.state(), State::Open);
+    assert_eq!(news.snapshot().retry_after, Some(Duration::from_secs(30)));
+    assert_eq!(sentiment.state(), State::Closed, "its own counters");
+    fail(&sentiment);
+    assert_eq!(sentiment.state(), State::Closed);
+    fail(&sentiment);
+    assert_eq!(sentiment.state(), State::Open, "the same threshold");
+}
+
+#[test]
+fn a_config_is_checked_once_at_build_naming_the_field() {
+    let bad = BreakerConfig::builder()
+        .call_path(CallPath::AltData)
+        .classifier(Classifier::every_error_is_a_failure())
+        .consecutive_failure_threshold(0)
+        .build()
+        .unwrap_err();
+    assert_eq!(bad.field(), "consecutive_failure_threshold");
+    let no_classifier = BreakerConfig::builder()
+        .call_path(CallPath::AltData)
+        .build()
+        .unwrap_err();
+    assert_eq!(no_classifier.field(), "classifier");
+    let forbidden = BreakerConfig::builder()
+        .call_path(CallPath::OrderCancel)
+        .classifier(Classifier::every_error_is_a_failure())
+        .build()
+        .unwrap_err();
+    assert!(matches!(forbidden, ConfigError::ForbiddenCallPath { .. }));
+}
+
+#[test]
+fn a_config_refuses_a_bad_name_for_the_breaker_it_stamps() {
+    let (clock, _mock) = quanta::Clock::mock();
+    let config = vendor_config(clock);
+    assert_eq!(config.breaker(" ").unwrap_err().field(), "name");
+    assert_eq!(config.to_builder("").build().unwrap_err().field(), "name");
+}
+
+#[test]
+fn a_breaker_from_a_config_can_change_a_setting_before_it_is_built() {
+    let (clock, _mock) = quanta::Clock::mock();
+    let config = vendor_config(clock);
+    let lenient = config
+        .to_builder("satellite")
+        .consecutive_failure_threshold(3)
+        .build()
+        .unwrap();
+    fail(&lenient);
+    fail(&lenient);
+    assert_eq!(lenient.state(), State::Closed);
+    fail(&lenient);
+    assert_eq!(lenient.state(), State::Open);
+    let invalid = config.to_builder("satellite").jitter(2.0).build();
+    assert_eq!(invalid.unwrap_err().field(), "jitter");
+}
+
+#[test]
+fn a_builder_is_clone_and_each_copy_builds_its_own_breaker() {
+    let base = valid().consecutive_failure_threshold(1);
+    let a = base.clone().build().unwrap();
+    let b = base.build().unwrap();
+    fail(&a);
+    assert_eq!((a.state(), b.state()), (State::Open, State::Closed));
+}
+
+#[test]
+fn a_config_shares_its_state_change_callback_which_is_told_the_breaker() {
+    let (clock, _mock) = quanta::Clock::mock();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = std::sync::Arc::clone(&seen);
+    let config = BreakerConfig::builder()
+        .call_path(CallPath::AltData)
+        .classifier(Classifier::every_error_is_a_failure())
+        .clock(clock)
+        .consecutive_failure_threshold(1)
+        .on_state_change(move |c| log.lock().unwrap().push(c.breaker.to_string()))
+        .build()
+        .unwrap();
+    fail(&config.breaker("news").unwrap());
+    fail(&config.breaker("sentiment").unwrap());
+    assert_eq!(*seen.lock().unwrap(), ["news", "sentiment"]);
+}
+
+#[test]
+fn the_deprecated_failure_threshold_setter_still_sets_the_consecutive_threshold() {
+    // Code written against the previous release keeps compiling, with a
+    // deprecation warning, for one more release.
+    #[allow(deprecated)]
+    let b = valid().failure_threshold(2).build().unwrap();
+    fail(&b);
+    assert_eq!(b.state(), State::Closed);
+    fail(&b);
+    assert_eq!(b.state(), State::Open);
+    #[allow(deprecated)]
+    let off = valid()
+        .failure_threshold(None)
+        .failure_rate_threshold(None)
+        .build();
+    assert_eq!(off.unwrap_err().field(), "consecutive_failure_threshold");
+}
+
+#[test]
+fn a_custom_call_path_owns_its_label() {
+    let label = String::from("ratings-from-config-file");
+    let b = valid()
+        .call_path(CallPath::custom(label.clone()))
+        .build()
+        .unwrap();
+    drop(label);
+    assert_eq!(b.call_path().as_str(), "ratings-from-config-file");
+    assert_eq!(b.call_path().to_string(), "ratings-from-config-file");
+    // The deprecated `'static` form still builds, for one more release.
+    #[allow(deprecated)]
+    let old = valid()
+        .call_path(CallPath::Other("fx-fixings"))
+        .build()
+        .unwrap();
+    assert_eq!(old.call_path().as_str(), "fx-fixings");
 }

@@ -15,7 +15,7 @@ fn breaker(
     let (builder, mock) = quiet("refdata");
     let b = configure(
         builder
-            .failure_threshold(1)
+            .consecutive_failure_threshold(1)
             .open_duration(10 * SEC)
             .backoff_multiplier(2.0)
             .max_probe_duration(5 * SEC),

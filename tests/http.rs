@@ -47,7 +47,7 @@ fn breaker() -> BreakerBuilder {
     Breaker::builder("vendor")
         .call_path(CallPath::ReferenceData)
         .classifier(fusebox::http::classifier())
-        .failure_threshold(2)
+        .consecutive_failure_threshold(2)
         .failure_rate_threshold(None)
         .open_duration(Duration::from_secs(1))
         .jitter(0.0)
@@ -186,7 +186,7 @@ fn a_per_request_timeout_is_cut_to_the_clients() {
 fn a_request_level_config_cannot_turn_statuses_into_errors() {
     let server = HttpServer::start();
     server.reply(Reply::status(503).header("Retry-After", "5"));
-    let (client, _clock, _mock) = mocked_client(breaker().failure_threshold(1));
+    let (client, _clock, _mock) = mocked_client(breaker().consecutive_failure_threshold(1));
 
     let result = client
         .get(server.url("/down"))
@@ -417,7 +417,7 @@ fn client_errors_pass_through_and_never_trip_the_breaker() {
 fn too_many_requests_with_retry_after_keeps_the_breaker_open_that_long() {
     let server = HttpServer::start();
     server.reply(Reply::status(429).header("Retry-After", "5"));
-    let (client, _clock, mock) = mocked_client(breaker().failure_threshold(1));
+    let (client, _clock, mock) = mocked_client(breaker().consecutive_failure_threshold(1));
     let url = server.url("/quota");
 
     assert_eq!(status_of(client.get(&url).call()), 429);
@@ -440,7 +440,7 @@ fn too_many_requests_with_retry_after_keeps_the_breaker_open_that_long() {
 fn service_unavailable_with_retry_after_keeps_the_breaker_open_that_long() {
     let server = HttpServer::start();
     server.reply(Reply::status(503).header("Retry-After", "5"));
-    let (client, _clock, mock) = mocked_client(breaker().failure_threshold(1));
+    let (client, _clock, mock) = mocked_client(breaker().consecutive_failure_threshold(1));
     let url = server.url("/maintenance");
 
     assert_eq!(status_of(client.get(&url).call()), 503);
@@ -462,7 +462,11 @@ fn service_unavailable_with_retry_after_keeps_the_breaker_open_that_long() {
 /// up to 60 s, on a mock clock.
 fn throttled_client() -> (GuardedClient, Clock, Arc<Mock>) {
     let classifier = HttpClassifier::new().max_retry_after(Duration::from_secs(60));
-    mocked_client(breaker().failure_threshold(1).classifier(classifier.into()))
+    mocked_client(
+        breaker()
+            .consecutive_failure_threshold(1)
+            .classifier(classifier.into()),
+    )
 }
 
 #[test]
@@ -513,8 +517,11 @@ fn too_many_requests_can_be_the_callers_problem() {
     let server = HttpServer::start();
     server.reply(Reply::status(429).header("Retry-After", "5"));
     let classifier = HttpClassifier::new().too_many_requests(TooManyRequests::Ignore);
-    let (client, _clock, _mock) =
-        mocked_client(breaker().failure_threshold(1).classifier(classifier.into()));
+    let (client, _clock, _mock) = mocked_client(
+        breaker()
+            .consecutive_failure_threshold(1)
+            .classifier(classifier.into()),
+    );
 
     for _ in 0..3 {
         assert_eq!(status_of(client.get(server.url("/quota")).call()), 429);
@@ -726,7 +733,7 @@ fn files_answers_by_method_uri_and_query() {
 fn the_age_of_an_answer_too_old_to_serve_stays_known() {
     let server = HttpServer::start();
     server.reply(Reply::ok("A 101.5"));
-    let (client, clock, mock) = mocked_client(breaker().failure_threshold(100));
+    let (client, clock, mock) = mocked_client(breaker().consecutive_failure_threshold(100));
     let cache = LastKnownGood::new(Duration::from_secs(2)).clock(clock);
     let url = server.url("/px?sym=A");
     assert_eq!(cache.age(&Method::GET, &url), None, "never had data");
@@ -759,7 +766,7 @@ fn the_age_of_an_answer_too_old_to_serve_stays_known() {
 #[test]
 fn a_query_in_the_uri_and_one_added_pair_by_pair_are_one_entry() {
     let server = HttpServer::start();
-    let (client, clock, _mock) = mocked_client(breaker().failure_threshold(100));
+    let (client, clock, _mock) = mocked_client(breaker().consecutive_failure_threshold(100));
     let cache = LastKnownGood::new(Duration::from_secs(60)).clock(clock);
 
     server.reply(Reply::ok("A quote"));
@@ -834,7 +841,7 @@ fn zero_staleness_serves_nothing_stale_even_an_answer_aged_zero() {
 fn keeps_at_most_max_entries_and_max_bytes() {
     let server = HttpServer::start();
     server.reply(Reply::ok("0123456789"));
-    let (client, clock, _mock) = mocked_client(breaker().failure_threshold(100));
+    let (client, clock, _mock) = mocked_client(breaker().consecutive_failure_threshold(100));
     let cache = LastKnownGood::new(Duration::from_secs(60))
         .max_entries(2)
         .clock(clock.clone());

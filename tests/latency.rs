@@ -37,14 +37,14 @@ fn policy() -> LatencyTrip {
 
 fn builder(clock: quanta::Clock, policy: LatencyTrip) -> BreakerBuilder {
     Breaker::builder("pricing")
-        .call_path(CallPath::Other("pricing"))
+        .call_path(CallPath::custom("pricing"))
         // A timeout is the vendor's failure; `InvalidData` stands for a bad
         // request of the caller's own, which says nothing about the vendor.
         .classifier(Classifier::new(|e| match e.downcast_ref::<io::Error>() {
             Some(e) if e.kind() == io::ErrorKind::InvalidData => Verdict::Ignore,
             _ => Verdict::Failure,
         }))
-        .failure_threshold(None)
+        .consecutive_failure_threshold(None)
         .failure_rate_threshold(None)
         .latency_trip(policy)
         .open_duration(OPEN)
@@ -549,7 +549,7 @@ fn a_slow_probe_reopens_it_for_longer_when_a_slow_call_is_defined() {
 
 #[test]
 fn it_sits_alongside_the_other_trip_conditions() {
-    let mut sim = Sim::with(|clock| builder(clock, policy()).failure_threshold(3));
+    let mut sim = Sim::with(|clock| builder(clock, policy()).consecutive_failure_threshold(3));
     for _ in 0..3 {
         let _ = sim.fail(ms(1), io::ErrorKind::TimedOut);
     }

@@ -55,7 +55,7 @@ impl Cfg {
             .classifier(Classifier::failures_of::<Outage>())
             .clock(clock)
             .jitter(0.0)
-            .failure_threshold(self.failure_threshold)
+            .consecutive_failure_threshold(self.failure_threshold)
             .window_failure_threshold(self.window_failure_threshold)
             .failure_rate_threshold(self.failure_rate_quarters.map(|k| f64::from(k) / 4.0))
             .minimum_calls(self.minimum_calls)

@@ -121,7 +121,7 @@ impl Guard {
     fn breaker(self, name: &'static str) -> Option<BreakerBuilder> {
         let common = || {
             Breaker::builder(name)
-                .call_path(CallPath::Other(name))
+                .call_path(CallPath::custom(name))
                 .classifier(Classifier::new(|e| match e.downcast_ref::<ureq::Error>() {
                     Some(ureq::Error::Timeout(_) | ureq::Error::Io(_)) => Verdict::Failure,
                     _ => Verdict::Ignore,
@@ -133,14 +133,14 @@ impl Guard {
             Guard::NoBreaker | Guard::TimeoutOnly => None,
             Guard::ErrorOnly => Some(
                 common()
-                    .failure_threshold(5)
+                    .consecutive_failure_threshold(5)
                     .failure_window(Duration::from_secs(1))
                     .failure_rate_threshold(0.5)
                     .minimum_calls(10),
             ),
             Guard::LatencyPrimary => Some(
                 common()
-                    .failure_threshold(None)
+                    .consecutive_failure_threshold(None)
                     .failure_rate_threshold(None)
                     .slow_call_duration(ms(100))
                     .latency_trip(

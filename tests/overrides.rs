@@ -26,7 +26,7 @@ fn breaker_with_log() -> (Breaker, Arc<quanta::Mock>, Arc<Mutex<Vec<StateChange>
     let (cb, log) = recorded();
     let (builder, mock) = quiet("refdata");
     let b = builder
-        .failure_threshold(1)
+        .consecutive_failure_threshold(1)
         .window_failure_threshold(5)
         .open_duration(SEC)
         .on_state_change(cb)
@@ -192,7 +192,7 @@ fn stragglers_from_before_a_reset_decide_nothing() {
 #[test]
 fn reset_when_closed_clears_a_run_of_failures() {
     let (builder, _mock) = quiet("refdata");
-    let b = builder.failure_threshold(3).build().unwrap();
+    let b = builder.consecutive_failure_threshold(3).build().unwrap();
     fail(&b).unwrap_err();
     fail(&b).unwrap_err();
     b.reset("bob", "known blip");

@@ -40,7 +40,7 @@ fn builder() -> fusebox::BreakerBuilder {
 /// Opens on one failure, for `OPEN`; a probe may stay out `PROBE_BUDGET`.
 fn one_failure_opens() -> Breaker {
     builder()
-        .failure_threshold(1)
+        .consecutive_failure_threshold(1)
         .open_duration(OPEN)
         .max_probe_duration(PROBE_BUDGET)
         .build()
@@ -131,13 +131,13 @@ impl Breakers {
         Breakers {
             open: one_failure_opens(),
             window: builder()
-                .failure_threshold(None)
+                .consecutive_failure_threshold(None)
                 .window_failure_threshold(2)
                 .failure_window(WINDOW)
                 .build()
                 .expect("valid config"),
             slow: builder()
-                .failure_threshold(None)
+                .consecutive_failure_threshold(None)
                 .failure_window(Duration::from_secs(60))
                 .slow_call_duration(SLOW)
                 .slow_call_rate_threshold(1.0)

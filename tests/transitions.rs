@@ -330,7 +330,7 @@ fn a_failed_probe_reopens_it() {
 fn a_slow_probe_reopens_it() {
     let (builder, mock) = quiet("refdata");
     let b = builder
-        .failure_threshold(1)
+        .consecutive_failure_threshold(1)
         .slow_call_duration(100 * MS)
         .open_duration(10 * SEC)
         .build()
@@ -351,7 +351,7 @@ fn a_slow_probe_reopens_it() {
 fn a_probe_at_exactly_the_slow_limit_closes_it() {
     let (builder, mock) = quiet("refdata");
     let b = builder
-        .failure_threshold(1)
+        .consecutive_failure_threshold(1)
         .slow_call_duration(100 * MS)
         .build()
         .unwrap();
@@ -365,7 +365,7 @@ fn a_probe_at_exactly_the_slow_limit_closes_it() {
 fn an_expired_probe_reopens_it() {
     let (builder, mock) = quiet("refdata");
     let b = builder
-        .failure_threshold(1)
+        .consecutive_failure_threshold(1)
         .open_duration(10 * SEC)
         .max_probe_duration(5 * SEC)
         .build()

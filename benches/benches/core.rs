@@ -80,7 +80,7 @@ fn fusebox_cheapest(open_duration: Duration) -> Breaker {
 
 fn cheapest_builder(open_duration: Duration) -> fusebox::BreakerBuilder {
     default_builder(open_duration)
-        .failure_threshold(5)
+        .consecutive_failure_threshold(5)
         .failure_rate_threshold(None)
 }
 

@@ -125,7 +125,8 @@ fn fusebox(cheapest: bool) -> Breaker {
         .open_duration(HOUR)
         .max_open_duration(HOUR);
     let b = if cheapest {
-        b.failure_threshold(5).failure_rate_threshold(None)
+        b.consecutive_failure_threshold(5)
+            .failure_rate_threshold(None)
     } else {
         b
     };

@@ -225,7 +225,7 @@ fn classifier() -> Classifier {
 /// failed probe up to 2 s) and three probe successes to close.
 fn common(name: &'static str) -> BreakerBuilder {
     Breaker::builder(name)
-        .call_path(CallPath::Other(name))
+        .call_path(CallPath::custom(name))
         .classifier(classifier())
         .open_duration(Duration::from_secs(1))
         .backoff_multiplier(2.0)
@@ -241,14 +241,14 @@ fn breaker(guard: Guard, name: &'static str) -> Option<BreakerBuilder> {
         Guard::None => None,
         Guard::ErrorOnly => Some(
             common(name)
-                .failure_threshold(5)
+                .consecutive_failure_threshold(5)
                 .failure_window(Duration::from_secs(1))
                 .failure_rate_threshold(0.5)
                 .minimum_calls(20),
         ),
         Guard::LatencyPrimary => Some(
             common(name)
-                .failure_threshold(None)
+                .consecutive_failure_threshold(None)
                 .failure_rate_threshold(None)
                 .latency_trip(
                     LatencyTrip::new()

@@ -49,7 +49,8 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Status(response) => write!(f, "http status {}", response.status().as_u16()),
-            Error::Transport(e) => write!(f, "transport: {e}"),
+            // ureq's error is the source, so a chain prints it once.
+            Error::Transport(_) => f.write_str("transport failed"),
         }
     }
 }

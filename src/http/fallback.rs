@@ -399,7 +399,15 @@ impl fmt::Display for StaleReason {
             StaleReason::BreakerOpen(r) => {
                 write!(f, "breaker open ({} {})", r.breaker(), r.state())
             }
-            StaleReason::ProviderError(e) => write!(f, "provider error ({e})"),
+            // Not an error itself, so it prints the whole chain.
+            StaleReason::ProviderError(e) => {
+                f.write_str("provider error (")?;
+                for (i, link) in crate::error::chain(e).enumerate() {
+                    let sep = if i == 0 { "" } else { ": " };
+                    write!(f, "{sep}{link}")?;
+                }
+                f.write_str(")")
+            }
         }
     }
 }
@@ -449,7 +457,7 @@ impl Unavailable {
 
 impl fmt::Display for Unavailable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}; ", self.error)?;
+        // The call's error is the source, so a chain prints it once.
         match self.why {
             Why::NotKept => f.write_str("no fallback for this request"),
             Why::VendorAnswered => f.write_str("the vendor's answer stands, no fallback"),

@@ -74,7 +74,7 @@ pub fn quiet(name: &str) -> (BreakerBuilder, Arc<Mock>) {
         .classifier(Classifier::failures_of::<Outage>())
         .clock(clock)
         .jitter(0.0)
-        .failure_threshold(None)
+        .consecutive_failure_threshold(None)
         .failure_rate_threshold(None);
     (builder, mock)
 }
@@ -84,7 +84,7 @@ pub fn quiet(name: &str) -> (BreakerBuilder, Arc<Mock>) {
 pub fn consecutive(n: u32) -> (Breaker, Arc<Mock>) {
     let (b, mock) = quiet("refdata");
     let breaker = b
-        .failure_threshold(n)
+        .consecutive_failure_threshold(n)
         .open_duration(10 * SEC)
         .build()
         .expect("valid configuration");
