@@ -168,7 +168,7 @@ fn reason(a: &Served) -> String {
             ),
             None => format!("short-circuited, breaker {}: the probe is out", r.state()),
         },
-        Some(StaleReason::ProviderError(e)) => format!("vendor failed: {e}"),
+        Some(StaleReason::ProviderError(e)) => format!("vendor failed: {}", report(e)),
         Some(other) => other.to_string(),
         None => String::new(),
     }
@@ -181,8 +181,20 @@ fn why(e: &Unavailable) -> String {
             age.as_secs_f64()
         ),
         (None, CallError::Rejected(r)) => format!("{r}, nothing on file"),
-        (None, err) => format!("{err}"),
+        (None, err) => report(err),
     }
+}
+
+/// An error and its sources, each message once: "call failed: transport
+/// failed: ...".
+fn report(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(e) = source {
+        text = format!("{text}: {e}");
+        source = e.source();
+    }
+    text
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -89,8 +89,6 @@ struct Core {
     published: (u64, u64),
     /// Quiet successes already handed to the machine.
     absorbed: u64,
-    /// Outcomes recorded under the lock, to sample the clock check.
-    settled: u64,
     queue: VecDeque<StateChange>,
     last: Option<StateChange>,
     seq: u64,
@@ -104,10 +102,7 @@ impl Breaker {
     }
 
     pub(crate) fn from_builder(b: BreakerBuilder) -> Breaker {
-        let time = match b.clock {
-            Some(clock) => Time::clock(clock),
-            None => Time::recent(),
-        };
+        let time = Time::new(b.clock);
         let seed = b.jitter_seed.unwrap_or_else(Rng::random_seed);
         let machine = Machine::new(b.settings, seed, time.now());
         let classifier = b
@@ -131,7 +126,6 @@ impl Breaker {
                 core: Mutex::new(Core {
                     published: (machine.gate(), machine.quiet_until()),
                     absorbed: 0,
-                    settled: 0,
                     machine,
                     queue: VecDeque::new(),
                     last: None,
@@ -226,7 +220,9 @@ impl Breaker {
     /// [`Classifier::for_type`]), and as a `dyn Error` only for the shapes
     /// [`ErrorView`] lists. A [`Classifier::new`] handed anything else counts
     /// it as a failure; an inner breaker's refusal is found in those shapes
-    /// (in anyhow's chain too, with the crate's `anyhow` feature).
+    /// (in anyhow's chain too, with the crate's `anyhow` feature). An inner
+    /// breaker's `CallError<E>` with any other `E` is an error type: nest it
+    /// with `call`, which finds the refusal through any `source()` chain.
     ///
     /// ```
     /// use fusebox::{Breaker, CallPath, Classifier, Verdict};
@@ -400,7 +396,6 @@ impl Breaker {
 
     #[cold]
     fn acquire_locked(&self) -> Result<Permit<'_>, Rejected> {
-        self.inner.time.check_fresh();
         let now = self.inner.time.now();
         let (admit, changed) = {
             let mut core = self.lock();
@@ -422,10 +417,7 @@ impl Breaker {
 
     #[inline(always)]
     fn refuse(&self, state: State, retry_after: Option<u64>) -> Rejected {
-        let refused = self.inner.short_circuits.add_one();
-        if refused % 1024 == 1023 {
-            self.inner.time.check_fresh();
-        }
+        self.inner.short_circuits.add_one();
         Rejected::new(self.inner.name, state, retry_after)
     }
 
@@ -466,26 +458,20 @@ impl Breaker {
         } else {
             0
         };
-        let (changed, sample) = {
+        let changed = {
             let mut core = self.lock();
-            core.settled = core.settled.wrapping_add(1);
-            let sample = core.settled % 1024 == 0;
             let transition = core.machine.record(now, ticket, outcome, elapsed);
             self.sync_gate(&mut core);
-            let changed = match transition {
+            match transition {
                 Some(t) => {
                     self.publish(&mut core, t);
                     true
                 }
                 None => false,
-            };
-            (changed, sample)
+            }
         };
         if changed {
             self.dispatch();
-        }
-        if sample {
-            self.inner.time.check_fresh();
         }
     }
 
@@ -504,7 +490,6 @@ impl Breaker {
 
     /// A consistent view of the breaker's counters and state.
     pub fn snapshot(&self) -> Snapshot {
-        self.inner.time.check_fresh();
         let now = self.inner.time.now();
         let (v, last, quiet) = {
             let mut core = self.lock();

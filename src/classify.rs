@@ -61,8 +61,10 @@ pub type Outcome = Verdict;
 /// [`Breaker::call_any`](crate::Breaker::call_any) fills the value, and the
 /// error view for the shapes that hold one: `Box<dyn Error>` (with or without
 /// `Send` and `Sync`), `Arc<dyn Error + Send + Sync>`, [`Rejected`],
-/// `anyhow::Error` (with the crate's `anyhow` feature), and a [`CallError`]
-/// of any of these (or of `String` or `&'static str`) from an inner breaker.
+/// `io::Error`, `anyhow::Error` (with the crate's `anyhow` feature), and a
+/// [`CallError`] of any of these (or of `String` or `&'static str`) from an
+/// inner breaker. Any other error type is seen as its value only: call
+/// [`Breaker::call`](crate::Breaker::call) for those.
 ///
 /// ```
 /// use fusebox::ErrorView;
@@ -168,6 +170,9 @@ fn error_of(value: &dyn Any) -> Option<&(dyn StdError + 'static)> {
     if let Some(r) = value.downcast_ref::<Rejected>() {
         return Some(r);
     }
+    if let Some(e) = value.downcast_ref::<std::io::Error>() {
+        return Some(e);
+    }
     None
 }
 
@@ -190,6 +195,7 @@ fn call_error_of(value: &dyn Any) -> Option<(Option<&(dyn StdError + 'static)>, 
         Box<dyn StdError>,
         Arc<dyn StdError + Send + Sync>,
         Arc<dyn StdError>,
+        std::io::Error,
         String,
         &'static str
     );

@@ -92,7 +92,7 @@ impl Default for Settings {
 /// | `half_open_max_calls` | 1 | probes out at once while half-open |
 /// | `half_open_success_threshold` | 1 | probe successes in a row that close it |
 /// | `max_probe_duration` | 30 s | a probe that has not reported back by then counts as failed |
-/// | `clock` | quanta's recent time (starts quanta's upkeep thread if none runs) | the monotonic clock; tests pass `quanta::Clock::mock()` |
+/// | `clock` | `quanta::Clock::new()`, read directly on every decision | the monotonic clock; tests pass `quanta::Clock::mock()` |
 /// | `on_state_change` | none | a callback run after every state change, outside the lock |
 #[must_use = "a builder does nothing until `build()` is called"]
 #[derive(Clone)]

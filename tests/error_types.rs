@@ -334,6 +334,10 @@ fn an_inner_refusal_deep_in_io_errors_and_wrappers_is_found() {
     let in_call_error = io::Error::other(CallError::<io::Error>::Rejected(rejected));
     assert!(Rejected::in_chain(&in_call_error));
     assert!(!Rejected::in_chain(&io::Error::other("not a refusal")));
+    // Box<T> and Arc<T> are errors whose source() is T's source: the
+    // refusal inside them is found all the same.
+    assert!(Rejected::in_chain(&Box::new(rejected)));
+    assert!(Rejected::in_chain(&std::sync::Arc::new(rejected)));
 }
 
 /// An error whose `source()` is itself.
@@ -423,4 +427,22 @@ mod anyhow_chain {
             Verdict::Ignore
         );
     }
+}
+
+#[test]
+fn an_inner_refusal_of_an_io_error_breaker_does_not_trip_an_outer_call_any() {
+    let (inner, outer) = nested();
+    let r = outer.call_any(|| inner.call(|| Ok::<u32, io::Error>(1)));
+    assert!(matches!(r, Err(CallError::Failed(CallError::Rejected(_)))));
+    outer_untouched(&outer, 1);
+}
+
+#[test]
+fn call_any_sees_an_io_error_as_an_error() {
+    let b = with(timeouts(), 1);
+    b.call_any(|| Err::<(), _>(io::Error::from(io::ErrorKind::NotFound)))
+        .unwrap_err();
+    assert_eq!(b.state(), State::Closed);
+    b.call_any(|| Err::<(), _>(timed_out())).unwrap_err();
+    assert_eq!(b.state(), State::Open);
 }

@@ -462,7 +462,11 @@ fn service_unavailable_with_retry_after_keeps_the_breaker_open_that_long() {
 /// up to 60 s, on a mock clock.
 fn throttled_client() -> (GuardedClient, Clock, Arc<Mock>) {
     let classifier = HttpClassifier::new().max_retry_after(Duration::from_secs(60));
-    mocked_client(breaker().consecutive_failure_threshold(1).classifier(classifier.into()))
+    mocked_client(
+        breaker()
+            .consecutive_failure_threshold(1)
+            .classifier(classifier.into()),
+    )
 }
 
 #[test]

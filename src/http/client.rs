@@ -237,7 +237,10 @@ impl GuardedClient {
             Ok(response) => Error::Status(Box::new(response)),
             Err(e) => Error::Transport(e),
         };
-        let verdict = self.breaker.classifier().classify(&error);
+        let verdict = self
+            .breaker
+            .classifier()
+            .classify_view(crate::ErrorView::of_error(&error));
         permit.record(verdict);
         Err(Failure {
             error: CallError::Failed(error),

@@ -399,7 +399,15 @@ impl fmt::Display for StaleReason {
             StaleReason::BreakerOpen(r) => {
                 write!(f, "breaker open ({} {})", r.breaker(), r.state())
             }
-            StaleReason::ProviderError(e) => write!(f, "provider error ({e})"),
+            // Not an error itself, so it prints the whole chain.
+            StaleReason::ProviderError(e) => {
+                f.write_str("provider error (")?;
+                for (i, link) in crate::error::chain(e).enumerate() {
+                    let sep = if i == 0 { "" } else { ": " };
+                    write!(f, "{sep}{link}")?;
+                }
+                f.write_str(")")
+            }
         }
     }
 }
