@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backoff::Backoff;
-use crate::events::StateChange;
+use crate::events::{Delivery, StateChange};
 use crate::{Breaker, CallPath, Classifier, ConfigError, LatencyTrip};
 
 pub(crate) type Callback = Arc<dyn Fn(&StateChange) + Send + Sync>;
@@ -90,6 +90,7 @@ impl Default for Settings {
 /// | `max_probe_duration` | 30 s | a probe that has not reported back by then counts as failed |
 /// | `clock` | quanta's recent time (starts quanta's upkeep thread if none runs) | the monotonic clock; tests pass `quanta::Clock::mock()` |
 /// | `on_state_change` | none | a callback run after every state change, outside the lock |
+/// | `delivery` | [`Delivery::Caller`] | which thread runs the callback, subscribers and log lines |
 #[must_use = "a builder does nothing until `build()` is called"]
 pub struct BreakerBuilder {
     pub(crate) name: String,
@@ -97,6 +98,7 @@ pub struct BreakerBuilder {
     pub(crate) classifier: Option<Classifier>,
     pub(crate) clock: Option<quanta::Clock>,
     pub(crate) on_state_change: Option<Callback>,
+    pub(crate) delivery: Delivery,
     pub(crate) jitter_seed: Option<u64>,
     pub(crate) settings: Settings,
 }
@@ -136,6 +138,7 @@ impl BreakerBuilder {
             classifier: None,
             clock: None,
             on_state_change: None,
+            delivery: Delivery::Caller,
             jitter_seed: None,
             settings: Settings::default(),
         }
@@ -168,6 +171,14 @@ impl BreakerBuilder {
         F: Fn(&StateChange) + Send + Sync + 'static,
     {
         self.on_state_change = Some(Arc::new(f));
+        self
+    }
+
+    /// Which thread delivers state changes (runs `on_state_change`, sends
+    /// to subscribers and writes the log line): the caller that caused the
+    /// change, or the process's notifier thread. See [`Delivery`].
+    pub fn delivery(mut self, delivery: Delivery) -> Self {
+        self.delivery = delivery;
         self
     }
 
@@ -235,12 +246,7 @@ impl BreakerBuilder {
 
     fn validate(&self) -> Result<(), ConfigError> {
         let s = &self.settings;
-        check(
-            "name",
-            !self.name.trim().is_empty(),
-            "must not be empty",
-            format_args!("{:?}", self.name),
-        )?;
+        crate::name::check(&self.name)?;
         let path = self.call_path.ok_or(ConfigError::Missing {
             field: "call_path",
             why: "declare what the breaker guards, so that order, cancel, kill-switch and \

@@ -4,7 +4,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::time::Duration;
 
-use crate::name::Name;
+use crate::name::Inline;
 use crate::{CallPath, State};
 
 /// The breaker refused the call: **nothing was attempted**.
@@ -12,20 +12,22 @@ use crate::{CallPath, State};
 /// The wrapped closure was not invoked and no request left the process, so a
 /// fallback is always safe and a retry cannot duplicate a side effect.
 ///
-/// Two words, `Copy`: building and returning one costs nothing measurable.
+/// `Copy`, with the breaker's name inline (names are at most 64 bytes): no
+/// allocation and no reference count, so building and returning one costs a
+/// copy of 80 bytes.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Rejected {
-    breaker: Name,
     /// The state in the top two bits, `retry_after` in nanoseconds below
     /// (all ones for none).
     word: u64,
+    breaker: Inline,
 }
 
 const NO_RETRY: u64 = (1 << 62) - 1;
 
 impl Rejected {
     #[inline(always)]
-    pub(crate) fn new(breaker: Name, state: State, retry_after: Option<u64>) -> Self {
+    pub(crate) fn new(breaker: Inline, state: State, retry_after: Option<u64>) -> Self {
         let code = match state {
             State::Open => 0,
             State::HalfOpen => 1,
@@ -39,8 +41,8 @@ impl Rejected {
     }
 
     /// The name of the breaker that refused the call.
-    pub fn breaker(&self) -> &'static str {
-        self.breaker
+    pub fn breaker(&self) -> &str {
+        self.breaker.as_str()
     }
 
     /// The state the breaker was in: [`State::Open`], [`State::HalfOpen`]

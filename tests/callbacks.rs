@@ -100,7 +100,7 @@ fn the_callback_gets_name_from_to_reason_and_when_for_every_change_in_order() {
             ),
         ]
     );
-    assert!(log.iter().all(|c| c.breaker == "refdata"));
+    assert!(log.iter().all(|c| &*c.breaker == "refdata"));
     assert_eq!(
         log.iter().map(|c| c.seq).collect::<Vec<_>>(),
         (1..=7).collect::<Vec<_>>()
@@ -223,7 +223,7 @@ fn a_panicking_callback_changes_nothing() {
         .build()
         .unwrap();
     let plain = base(clock).build().unwrap();
-    let events = panicky.subscribe(64);
+    let events = panicky.subscribe(64).unwrap();
 
     type Step<'a> = Box<dyn Fn(&Breaker) + 'a>;
     let script: Vec<Step> = vec![
@@ -310,8 +310,8 @@ fn a_callback_that_blocks_does_not_block_other_callers() {
 fn a_slow_subscriber_loses_changes_rather_than_blocking_callers() {
     let (clock, mock) = Clock::mock();
     let b = base(clock).build().unwrap();
-    let slow = b.subscribe(2);
-    let fast = b.subscribe(64);
+    let slow = b.subscribe(2).unwrap();
+    let fast = b.subscribe(64).unwrap();
     for _ in 0..5 {
         fail(&b).unwrap_err(); // Closed -> Open
         b.reset("ops", "again"); // Open -> Closed
@@ -369,7 +369,7 @@ fn a_panicking_log_sink_neither_reaches_the_caller_nor_stops_later_deliveries() 
         .on_state_change(move |c| sink.lock().unwrap().push(c.clone()))
         .build()
         .unwrap();
-    let events = b.subscribe(16);
+    let events = b.subscribe(16).unwrap();
     // The trip is logged, the sink panics: the caller still gets its answer.
     let answer = catch_unwind(AssertUnwindSafe(|| fail(&b)));
     assert!(

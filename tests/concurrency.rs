@@ -226,7 +226,7 @@ fn state_changes_form_one_unbroken_chain_under_contention() {
         .on_state_change(move |c| sink.lock().unwrap().push(c.clone()))
         .build()
         .unwrap();
-    let subscription = b.subscribe(1 << 16);
+    let subscription = b.subscribe(1 << 16).unwrap();
     std::thread::scope(|s| {
         for t in 0..THREADS {
             let (b, mock) = (&b, &mock);
