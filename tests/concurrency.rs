@@ -253,6 +253,14 @@ fn state_changes_form_one_unbroken_chain_under_contention() {
             });
         }
     });
+    // A change handed to the notifier may still be on its way: wait for the
+    // last one to reach the subscriber, which hears of it after the callback.
+    let last = b.snapshot().last_transition.unwrap().seq;
+    let mut streamed = Vec::new();
+    while streamed.last().map(|c: &StateChange| c.seq) != Some(last) {
+        let next = subscription.recv_timeout(std::time::Duration::from_secs(60));
+        streamed.push(next.expect("every change is delivered"));
+    }
     let changes = changes.lock().unwrap();
     assert!(
         changes.len() > 100,
@@ -272,6 +280,5 @@ fn state_changes_form_one_unbroken_chain_under_contention() {
     }
     assert_eq!(changes[0].seq, 1);
     assert_eq!(changes.last().unwrap().to, b.snapshot().state);
-    let streamed: Vec<_> = std::iter::from_fn(|| subscription.try_recv()).collect();
     assert_eq!(streamed, *changes, "subscribers see the same sequence");
 }
