@@ -121,6 +121,10 @@ struct Core {
 impl Breaker {
     /// Starts building a breaker called `name` (used in errors, logs and
     /// metrics). See [`BreakerBuilder`] for the settings and their defaults.
+    ///
+    /// `build()` refuses a name that is empty, longer than 32 bytes, or not
+    /// printable ASCII (space to `~`) without a backtick, so that it fits in
+    /// a refusal and cannot forge a log line.
     pub fn builder(name: impl Into<String>) -> BreakerBuilder {
         BreakerBuilder::new(name)
     }

@@ -12,15 +12,18 @@ use crate::{CallPath, State};
 /// The wrapped closure was not invoked and no request left the process, so a
 /// fallback is always safe and a retry cannot duplicate a side effect.
 ///
-/// `Copy`, with the breaker's name inline (names are at most 64 bytes): no
+/// `Copy`, with the breaker's name inline (names are at most 32 bytes): no
 /// allocation and no reference count, so building and returning one costs a
-/// copy of 80 bytes.
+/// copy of 40 bytes.
 #[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
 pub struct Rejected {
+    // The name first, so that copying it in from the breaker and copying
+    // the whole refusal afterwards move the same 16-byte pieces.
+    breaker: Inline,
     /// The state in the top two bits, `retry_after` in nanoseconds below
     /// (all ones for none).
     word: u64,
-    breaker: Inline,
 }
 
 const NO_RETRY: u64 = (1 << 62) - 1;

@@ -31,7 +31,7 @@ const PRINTABLE: &str = "must be printable ASCII (space to `~`) without a backti
 
 #[test]
 fn a_name_that_could_forge_a_log_line_is_refused_naming_the_rule() {
-    let forged = "refdata`: Open -> Closed (reset by ops: ok)\nbreaker `refdata";
+    let forged = "fx`: Open -> Closed\nbreaker `fx";
     assert_eq!(broken_rule(forged), PRINTABLE);
     assert_eq!(broken_rule("refdata\r\n"), PRINTABLE);
     assert_eq!(broken_rule("ref`data"), PRINTABLE);
@@ -40,19 +40,19 @@ fn a_name_that_could_forge_a_log_line_is_refused_naming_the_rule() {
 }
 
 #[test]
-fn a_name_longer_than_64_bytes_is_refused_and_shown_cut_short() {
+fn a_name_longer_than_32_bytes_is_refused_and_shown_cut_short() {
     let huge = "n".repeat(16 << 20);
     match build(&huge) {
         Err(e @ ConfigError::Invalid { .. }) => {
             assert_eq!(e.field(), "name");
             let message = e.to_string();
-            assert!(message.contains("must be at most 64 bytes"), "{message}");
+            assert!(message.contains("must be at most 32 bytes"), "{message}");
             assert!(message.len() < 200, "the error repeats the whole name");
         }
         other => panic!("a 16 MiB name gave {:?}", other.map(|b| b.name().len())),
     }
-    assert_eq!(broken_rule(&"n".repeat(65)), "must be at most 64 bytes");
-    assert!(build(&"n".repeat(64)).is_ok());
+    assert_eq!(broken_rule(&"n".repeat(33)), "must be at most 32 bytes");
+    assert!(build(&"n".repeat(32)).is_ok());
 }
 
 #[test]
@@ -63,8 +63,8 @@ fn an_empty_name_is_still_refused() {
 
 #[test]
 fn the_longest_name_reaches_refusals_state_changes_and_snapshots() {
-    let name = format!("fx rates: EUR/USD ~{}", "9".repeat(45));
-    assert_eq!(name.len(), 64);
+    let name = format!("fx rates: EUR/USD ~{}", "9".repeat(13));
+    assert_eq!(name.len(), 32);
     let b = build(&name).unwrap();
     let events = b.subscribe(4).unwrap();
     fail(&b).unwrap_err();
