@@ -23,6 +23,7 @@ fn breaker(name: &str, clock: &Clock) -> Breaker {
 
 #[test]
 fn the_counter_sees_memory_kept_and_freed() {
+    let _one = live_bytes::one_at_a_time();
     // Guards the tests below: a counter that saw nothing would pass them.
     let kept = live_bytes::retained_by(|| std::mem::forget(vec![0_u8; 1 << 20]));
     assert!(kept >= MIB, "{kept}");
@@ -32,6 +33,7 @@ fn the_counter_sees_memory_kept_and_freed() {
 
 #[test]
 fn a_million_breakers_with_distinct_names_leave_under_16_mib_once_dropped() {
+    let _one = live_bytes::one_at_a_time();
     let (clock, _mock) = Clock::mock();
     // Whatever the first breaker sets up once per process is not a leak.
     drop(breaker("warm-up", &clock));
@@ -49,6 +51,7 @@ fn a_million_breakers_with_distinct_names_leave_under_16_mib_once_dropped() {
 
 #[test]
 fn dropped_subscriptions_leave_nothing_behind_on_a_breaker_that_never_changes() {
+    let _one = live_bytes::one_at_a_time();
     let (clock, _mock) = Clock::mock();
     let b = breaker("subscribed", &clock);
     let retained = live_bytes::retained_by(|| {

@@ -2,8 +2,9 @@
 //! number of bytes currently allocated by the whole process, to measure
 //! what a piece of code leaves behind.
 //!
-//! The count is process-wide, so a test binary that uses it runs its
-//! measurements one at a time (see `measure`).
+//! The count is process-wide, so each test of a binary that uses it holds
+//! `one_at_a_time()` from start to end: then no other test allocates or
+//! frees while it measures.
 //!
 //! A test binary installs it with
 //! `#[global_allocator] static GLOBAL: live_bytes::Live = live_bytes::Live;`.
@@ -11,7 +12,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 /// The allocator.
 pub struct Live;
@@ -24,10 +25,14 @@ pub fn live() -> isize {
     LIVE.load(Ordering::SeqCst)
 }
 
-/// The bytes that running `f` left allocated, measured while no other
-/// measurement runs.
+/// Held for the whole of a test, so that tests of one binary run one at a
+/// time.
+pub fn one_at_a_time() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The bytes that running `f` left allocated.
 pub fn retained_by(f: impl FnOnce()) -> isize {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let before = live();
     f();
     live() - before
