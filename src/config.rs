@@ -163,7 +163,8 @@ impl BreakerBuilder {
         self
     }
 
-    /// Runs `f` after each state change, with the breaker's lock released.
+    /// Runs `f` after each state change, with the breaker's lock released,
+    /// on the thread that [`delivery`](Self::delivery) picks.
     /// `f` may call the breaker back; a panic in `f` is caught and logged and
     /// changes nothing.
     pub fn on_state_change<F>(mut self, f: F) -> Self

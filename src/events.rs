@@ -195,7 +195,8 @@ pub enum Delivery {
     /// One notifier thread per process delivers every change of every
     /// breaker built this way: no caller ever runs alerting code. Changes
     /// reach the callback a little later, on another thread. The thread
-    /// starts with the first change it is given.
+    /// starts with the first change it is given. It is shared: a callback
+    /// that blocks holds up the deliveries of every breaker it serves.
     Notifier,
 }
 
