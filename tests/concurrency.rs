@@ -267,18 +267,23 @@ fn state_changes_form_one_unbroken_chain_under_contention() {
         "the stress produced {} changes",
         changes.len()
     );
+    // More than `Delivery::PENDING_CAPACITY` changes may pile up while
+    // delivery falls behind; the oldest are then dropped, and counted.
+    let mut gaps = 0;
     for (i, pair) in changes.windows(2).enumerate() {
-        assert_eq!(
-            pair[1].seq,
-            pair[0].seq + 1,
+        assert!(
+            pair[1].seq > pair[0].seq,
             "change {i}: delivered in order, once"
         );
-        assert_eq!(
-            pair[1].from, pair[0].to,
-            "change {i}: each starts where the last ended"
-        );
+        if pair[1].seq == pair[0].seq + 1 {
+            assert_eq!(
+                pair[1].from, pair[0].to,
+                "change {i}: each starts where the last ended"
+            );
+        }
+        gaps += pair[1].seq - pair[0].seq - 1;
     }
-    assert_eq!(changes[0].seq, 1);
+    assert_eq!(gaps + changes[0].seq - 1, b.snapshot().dropped_changes);
     assert_eq!(changes.last().unwrap().to, b.snapshot().state);
     assert_eq!(streamed, *changes, "subscribers see the same sequence");
 }
