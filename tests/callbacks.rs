@@ -521,6 +521,33 @@ fn with_notifier_delivery_no_caller_runs_the_callback() {
 }
 
 #[test]
+fn with_notifier_delivery_a_callback_can_still_change_the_breaker() {
+    let (clock, _mock) = Clock::mock();
+    let (tx, rx) = mpsc::channel();
+    let tx = Mutex::new(tx);
+    let me: Arc<OnceLock<Breaker>> = Arc::default();
+    let me_in_callback = Arc::clone(&me);
+    let b = base(clock)
+        .delivery(Delivery::Notifier)
+        .on_state_change(move |c| {
+            let b = me_in_callback.get().expect("set right after build");
+            if c.to == State::Open {
+                b.force_open("auto", "hold for an operator");
+            }
+            tx.lock().unwrap().send((c.seq, c.to)).unwrap();
+        })
+        .build()
+        .unwrap();
+    me.set(b.clone()).unwrap();
+    fail(&b).unwrap_err();
+    let got: Vec<_> = (0..2)
+        .map(|_| rx.recv_timeout(PATIENCE).expect("delivered"))
+        .collect();
+    assert_eq!(got, vec![(1, State::Open), (2, State::ForcedOpen)]);
+    assert_eq!(b.state(), State::ForcedOpen);
+}
+
+#[test]
 fn an_absurd_subscription_capacity_is_refused_with_a_typed_error() {
     let (clock, _mock) = Clock::mock();
     let b = base(clock).build().unwrap();
