@@ -65,6 +65,10 @@
 //!
 //! - `http` (default): the `ureq` 3 integration in [`http`]: a classifier for
 //!   ureq errors, a guarded client, and a last-known-good fallback.
+//! - `isolation` (default): [`isolation`]: a bulkhead, a deadline pool for
+//!   calls that cannot time themselves out, and a bounded dead-letter buffer,
+//!   layered around a breaker. No extra dependency; threads are started only
+//!   by a deadline pool a user builds.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations, unreachable_pub)]
@@ -80,6 +84,8 @@ mod error;
 mod events;
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "isolation")]
+pub mod isolation;
 mod latency;
 mod machine;
 mod name;
