@@ -27,7 +27,11 @@
 //! [`Breaker::try_acquire`]: crate::Breaker::try_acquire
 
 mod bulkhead;
+mod deadline;
 mod error;
+mod isolated;
 
 pub use bulkhead::{Bulkhead, BulkheadBuilder, BulkheadSnapshot, Slot};
+pub use deadline::{DeadlinePool, DeadlinePoolBuilder, DeadlinePoolSnapshot};
 pub use error::{BuildError, Full, IsolationError, Layer, TimedOut};
+pub use isolated::Isolated;
