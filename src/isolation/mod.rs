@@ -27,11 +27,16 @@
 //! [`Breaker::try_acquire`]: crate::Breaker::try_acquire
 
 mod bulkhead;
+mod dead_letter;
 mod deadline;
 mod error;
 mod isolated;
 
 pub use bulkhead::{Bulkhead, BulkheadBuilder, BulkheadSnapshot, Slot};
+pub use dead_letter::{
+    DeadLetterSnapshot, DeadLetters, DeadLettersBuilder, Emitted, PrioritySnapshot, Refused,
+    RefusedBecause, Replay, ReplayStop, Shed, MAX_PRIORITIES,
+};
 pub use deadline::{DeadlinePool, DeadlinePoolBuilder, DeadlinePoolSnapshot};
 pub use error::{BuildError, Full, IsolationError, Layer, TimedOut};
 pub use isolated::Isolated;
