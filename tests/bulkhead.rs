@@ -109,6 +109,9 @@ fn a_bulkhead_refusal_never_counts_against_the_breaker() {
     assert_eq!(s.state, State::Closed);
     assert_eq!(s.totals.failures, 0);
     assert_eq!(s.consecutive_failures, 0);
+    // With the breaker closed, a full bulkhead refuses without asking it:
+    // nothing is recorded there at all (no permit taken and handed back).
+    assert_eq!((s.totals.calls, s.totals.ignored), (0, 0));
     assert_eq!(bulkhead.snapshot().refusals, 5);
     assert_eq!(bulkhead.call(&breaker, || Ok::<_, DepError>(7)).unwrap(), 7);
 }
@@ -257,7 +260,11 @@ fn a_guarded_closed_success_does_not_allocate() {
         0
     );
     let _held: Vec<_> = (0..4).map(|_| bulkhead.try_enter().unwrap()).collect();
-    let refuse = || std::hint::black_box(bulkhead.try_enter().unwrap_err());
+    let refuse = || {
+        std::hint::black_box(bulkhead.try_enter().unwrap_err());
+        let r = bulkhead.call(&breaker, || Ok::<_, DepError>(7));
+        std::hint::black_box(r.unwrap_err());
+    };
     refuse();
     assert_eq!(
         counting_alloc::allocations_in(|| (0..1_000).for_each(|_| {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use super::error::{at_least_one, settle, Full, IsolationError, Layer};
-use crate::{Breaker, ConfigError, Permit};
+use crate::{Breaker, ConfigError, Permit, State};
 
 /// At most `max_concurrent` calls to one dependency at a time, so that a
 /// slow dependency cannot hold every thread of the process.
@@ -41,9 +41,12 @@ use crate::{Breaker, ConfigError, Permit};
 /// Admission is one compare-and-swap on the count of slots in use (one line
 /// shared by every caller of this bulkhead) and one relaxed load of the
 /// peak; release is one atomic decrement and one load of the waiter count.
-/// No lock and no allocation unless a caller waits. A caller that waits
-/// takes a lock and parks on a condition variable; a release then takes the
-/// same lock to wake one waiter.
+/// No lock and no allocation unless a caller waits. A refusal with a closed
+/// breaker is two atomic loads and a relaxed increment; with a breaker in
+/// any other state the breaker is asked first, and a permit it grants is
+/// handed back with [`Permit::ignore`] (one lock round trip in the
+/// breaker). A caller that waits takes a lock and parks on a condition
+/// variable; a release then takes the same lock to wake one waiter.
 #[derive(Clone)]
 pub struct Bulkhead {
     inner: Arc<Inner>,
@@ -205,6 +208,17 @@ impl Bulkhead {
         &'a self,
         breaker: &'a Breaker,
     ) -> Result<(Permit<'a>, Slot<'a>), Refusal> {
+        let inner = &*self.inner;
+        if inner.max_wait.is_zero()
+            && inner.slots.in_use.load(Ordering::Relaxed) >= inner.limit
+            && breaker.state() == State::Closed
+        {
+            // Full, and the breaker would admit: refused without asking it,
+            // since its permit would only be handed back, and handing back
+            // a closed permit takes the breaker's lock. Saturated callers
+            // then never contend on it.
+            return Err(Refusal::Full(self.refuse(Duration::ZERO)));
+        }
         let permit = breaker.try_acquire().map_err(Refusal::Rejected)?;
         if let Some(slot) = self.enter_now() {
             return Ok((permit, slot));
