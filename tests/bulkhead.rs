@@ -194,10 +194,19 @@ fn a_panicking_call_gives_its_slot_back_and_counts_as_a_failure() {
 
 #[test]
 fn a_waiting_caller_takes_the_slot_freed_within_its_wait() {
+    waits_for_the_freed_slot(Duration::from_secs(30));
+}
+
+#[test]
+fn a_wait_too_long_to_represent_is_a_wait_without_end_not_a_panic() {
+    waits_for_the_freed_slot(Duration::MAX);
+}
+
+fn waits_for_the_freed_slot(max_wait: Duration) {
     let (breaker, _mock) = consecutive(1);
     let bulkhead = Bulkhead::builder("pricing")
         .max_concurrent(1)
-        .max_wait(Duration::from_secs(30))
+        .max_wait(max_wait)
         .build()
         .unwrap();
     let holder = {

@@ -264,15 +264,21 @@ impl Bulkhead {
             return Err(self.refuse(Duration::ZERO));
         }
         let start = Instant::now();
-        let deadline = start + inner.max_wait;
+        // A wait too long to represent is a wait without end.
+        let deadline = start.checked_add(inner.max_wait);
         let mut guard = inner.lock.lock();
         inner.slots.waiters.fetch_add(1, Ordering::SeqCst);
         let slot = loop {
             if let Some(slot) = self.enter_now() {
                 break Some(slot);
             }
-            if inner.freed.wait_until(&mut guard, deadline).timed_out() {
-                break self.enter_now();
+            match deadline {
+                Some(deadline) => {
+                    if inner.freed.wait_until(&mut guard, deadline).timed_out() {
+                        break self.enter_now();
+                    }
+                }
+                None => inner.freed.wait(&mut guard),
             }
         };
         inner.slots.waiters.fetch_sub(1, Ordering::SeqCst);
