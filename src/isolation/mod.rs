@@ -40,3 +40,8 @@ pub use dead_letter::{
 pub use deadline::{DeadlinePool, DeadlinePoolBuilder, DeadlinePoolSnapshot};
 pub use error::{BuildError, Full, IsolationError, Layer, TimedOut};
 pub use isolated::Isolated;
+
+/// The Rust examples of `docs/isolation.md`, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/isolation.md")]
+pub struct IsolationGuideDoctests;
