@@ -331,3 +331,39 @@ fn a_pool_without_threads_or_deadline_is_refused_at_build() {
         }))
     ));
 }
+
+#[test]
+fn the_counts_balance_when_answers_race_the_deadline() {
+    // A 1 ms deadline against a 1 ms answer: some callers give up first,
+    // some get the answer, some find it there just as they give up. Either
+    // way every call is counted once and every slot comes back.
+    let (breaker, _mock) = consecutive(u32::MAX);
+    let pool = pool(2);
+    const CALLS: u64 = 300;
+    let (mut answered, mut abandoned) = (0, 0);
+    for _ in 0..CALLS {
+        let r = pool.call_within(&breaker, Duration::from_millis(1), || {
+            thread::sleep(Duration::from_millis(1));
+            Ok::<_, DepError>(1)
+        });
+        match r {
+            Ok(1) => answered += 1,
+            Err(IsolationError::TimedOut(_)) => abandoned += 1,
+            // Both threads still busy with calls abandoned a moment ago.
+            Err(IsolationError::Full(_)) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    until_idle(&pool);
+    let snap = pool.snapshot();
+    assert_eq!(snap.completed, answered);
+    assert_eq!(snap.timed_out, abandoned);
+    assert_eq!(
+        snap.returned_late, abandoned,
+        "every abandoned call came back"
+    );
+    assert_eq!(snap.abandoned, 0);
+    assert_eq!(snap.completed + snap.timed_out + snap.refusals, CALLS);
+    let totals = breaker.snapshot().totals;
+    assert_eq!((totals.successes, totals.failures), (answered, abandoned));
+}
