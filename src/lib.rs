@@ -108,6 +108,10 @@
 //!
 //! - `http` (default): the `ureq` 3 integration in [`http`]: a classifier for
 //!   ureq errors, a guarded client, and a last-known-good fallback.
+//! - `isolation` (default): [`isolation`]: a bulkhead, a deadline pool for
+//!   calls that cannot time themselves out, and a bounded dead-letter buffer,
+//!   layered around a breaker. No extra dependency; threads are started only
+//!   by a deadline pool a user builds.
 //! - `anyhow`: classifiers and the search for inner breakers' refusals see
 //!   inside `anyhow::Error` (its context chain included) in
 //!   [`Breaker::call_any`].
@@ -134,6 +138,8 @@ mod error;
 mod events;
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "isolation")]
+pub mod isolation;
 mod latency;
 mod machine;
 mod name;
