@@ -262,7 +262,11 @@ where
             Ok(value)
         }
         Err(err) => {
-            permit.record(breaker.classifier().classify(&err).into());
+            permit.record(
+                breaker
+                    .classifier()
+                    .classify_view(crate::ErrorView::of_error(&err)),
+            );
             Err(IsolationError::Failed(err))
         }
     }
