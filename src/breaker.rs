@@ -3,12 +3,13 @@
 //!
 //! Everything that touches the lock, the clock or a callback is in this file.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::error::Error as StdError;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -18,14 +19,16 @@ use crate::classify::ErrorView;
 use crate::clock::Time;
 use crate::config::{BreakerBuilder, Callback};
 use crate::counter::Counter;
-use crate::events::{publish, Subscriber, Subscription};
+use crate::events::{Delivery, Subscribers, Subscription};
 use crate::machine::{
     Admit, Machine, Ticket, Transition, GATE_CLOSED, GATE_FORCED, GATE_GENERATION_SHIFT,
     GATE_HALF_OPEN, GATE_OPEN, GATE_QUIET_SUCCESS,
 };
+use crate::notifier::{self, Handoff};
 use crate::snapshot::{rate, Snapshot, Totals};
 use crate::{
-    CallError, CallPath, Classifier, OwnedPermit, Permit, Rejected, State, StateChange, Verdict,
+    CallError, CallPath, Classifier, ConfigError, OwnedPermit, Permit, Rejected, State,
+    StateChange, Verdict,
 };
 
 /// A circuit breaker for one independently failing dependency.
@@ -56,7 +59,9 @@ pub struct Breaker {
 }
 
 struct Inner {
-    name: crate::name::Name,
+    name: Arc<str>,
+    /// The name as a refusal carries it.
+    inline_name: crate::name::Inline,
     call_path: CallPath,
     /// The state in one word, for the lock-free part of the hot path, and
     /// until when a quiet success may skip the lock. Written only under the
@@ -69,10 +74,26 @@ struct Inner {
     times_calls: bool,
     has_window: bool,
     core: Mutex<Core>,
-    dispatching: AtomicBool,
+    /// Who delivers: bit 0 ([`BUSY`]) is set while a thread delivers; above
+    /// it, in units of [`CREDIT`], the changes handed off to the notifier.
+    delivery: AtomicU64,
+    /// Whether the notifier has this breaker in its queue.
+    scheduled: AtomicBool,
+    delivery_mode: Delivery,
     classifier: Classifier,
     on_change: Option<Callback>,
-    subscribers: Mutex<Vec<Subscriber>>,
+    subscribers: Arc<Subscribers>,
+}
+
+/// Set in `Inner::delivery` while a thread delivers.
+const BUSY: u64 = 1;
+/// One change handed off, in `Inner::delivery`.
+const CREDIT: u64 = 2;
+
+thread_local! {
+    /// The breaker this thread is delivering for (its address, or 0), and
+    /// the changes that the callbacks it runs have caused meanwhile.
+    static DELIVERING: Cell<(usize, u64)> = const { Cell::new((0, 0)) };
 }
 
 /// The gate word and the quiet-success deadline, on one read-mostly line.
@@ -89,7 +110,10 @@ struct Core {
     published: (u64, u64),
     /// Quiet successes already handed to the machine.
     absorbed: u64,
+    /// Changes waiting for delivery, at most `Delivery::PENDING_CAPACITY`.
     queue: VecDeque<StateChange>,
+    /// Changes dropped from a full queue.
+    dropped_changes: u64,
     last: Option<StateChange>,
     seq: u64,
 }
@@ -97,6 +121,10 @@ struct Core {
 impl Breaker {
     /// Starts building a breaker called `name` (used in errors, logs and
     /// metrics). See [`BreakerBuilder`] for the settings and their defaults.
+    ///
+    /// `build()` refuses a name that is empty, longer than 32 bytes, or not
+    /// printable ASCII (space to `~`) without a backtick, so that it fits in
+    /// a refusal and cannot forge a log line.
     pub fn builder(name: impl Into<String>) -> BreakerBuilder {
         BreakerBuilder::new(name)
     }
@@ -110,7 +138,8 @@ impl Breaker {
             .expect("build() checked that a classifier is set");
         Breaker {
             inner: Arc::new(Inner {
-                name: crate::name::intern(&b.name),
+                name: Arc::from(b.name.as_str()),
+                inline_name: crate::name::Inline::new(&b.name),
                 call_path: b
                     .call_path
                     .expect("build() checked that a call path is set"),
@@ -128,20 +157,23 @@ impl Breaker {
                     absorbed: 0,
                     machine,
                     queue: VecDeque::new(),
+                    dropped_changes: 0,
                     last: None,
                     seq: 0,
                 }),
-                dispatching: AtomicBool::new(false),
+                delivery: AtomicU64::new(0),
+                scheduled: AtomicBool::new(false),
+                delivery_mode: b.delivery,
                 classifier,
                 on_change: b.on_state_change,
-                subscribers: Mutex::new(Vec::new()),
+                subscribers: Arc::default(),
             }),
         }
     }
 
     /// The breaker's name.
-    pub fn name(&self) -> &'static str {
-        self.inner.name
+    pub fn name(&self) -> &str {
+        &self.inner.name
     }
 
     /// The call path it was declared for.
@@ -407,7 +439,7 @@ impl Breaker {
             (admit, changed)
         };
         if changed {
-            self.dispatch();
+            self.inner.dispatch(1);
         }
         match admit {
             Admit::Go(ticket) => Ok(Permit::new(self, ticket, now)),
@@ -418,7 +450,7 @@ impl Breaker {
     #[inline(always)]
     fn refuse(&self, state: State, retry_after: Option<u64>) -> Rejected {
         self.inner.short_circuits.add_one();
-        Rejected::new(self.inner.name, state, retry_after)
+        Rejected::new(self.inner.inline_name, state, retry_after)
     }
 
     #[inline]
@@ -471,7 +503,7 @@ impl Breaker {
             }
         };
         if changed {
-            self.dispatch();
+            self.inner.dispatch(1);
         }
     }
 
@@ -491,13 +523,18 @@ impl Breaker {
     /// A consistent view of the breaker's counters and state.
     pub fn snapshot(&self) -> Snapshot {
         let now = self.inner.time.now();
-        let (v, last, quiet) = {
+        let (v, last, quiet, dropped_changes) = {
             let mut core = self.lock();
             let quiet = self.inner.quiet_successes.sum();
-            (core.machine.view(now), core.last.clone(), quiet)
+            (
+                core.machine.view(now),
+                core.last.clone(),
+                quiet,
+                core.dropped_changes,
+            )
         };
         Snapshot {
-            name: self.inner.name,
+            name: Arc::clone(&self.inner.name),
             state: v.state,
             consecutive_failures: v.consecutive_failures,
             window_calls: v.window_calls,
@@ -521,6 +558,7 @@ impl Breaker {
             latency_percentile: v.latency_percentile,
             latency_breaches: v.latency_breaches,
             last_transition: last,
+            dropped_changes,
         }
     }
 
@@ -544,29 +582,33 @@ impl Breaker {
             let t = op(&mut core.machine, now);
             self.publish(&mut core, t);
         }
-        self.dispatch();
+        self.inner.dispatch(1);
     }
 
     /// A bounded stream of this breaker's state changes. A subscriber that
     /// falls more than `capacity` changes behind loses the newer ones
     /// (counted by [`Subscription::dropped`]); callers never wait for it.
-    pub fn subscribe(&self, capacity: usize) -> Subscription {
-        let (tx, rx) = crossbeam_channel::bounded(capacity.max(1));
-        let dropped = Arc::new(AtomicU64::new(0));
-        self.inner.subscribers.lock().push(Subscriber {
-            tx,
-            dropped: Arc::clone(&dropped),
-        });
-        Subscription { rx, dropped }
+    /// Dropping the subscription unsubscribes.
+    ///
+    /// The buffer is allocated up front, so `capacity` is limited to
+    /// [`Subscription::MAX_CAPACITY`] (65 536 changes).
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Invalid`] naming `capacity` when it is 0 or above
+    /// [`Subscription::MAX_CAPACITY`].
+    pub fn subscribe(&self, capacity: usize) -> Result<Subscription, ConfigError> {
+        self.inner.subscribers.subscribe(capacity)
     }
 
     /// Under the lock: make the new state visible to the hot path and queue
-    /// the change for delivery.
+    /// the change for delivery, dropping the oldest waiting change if
+    /// `Delivery::PENDING_CAPACITY` are waiting already.
     fn publish(&self, core: &mut Core, t: Transition) {
         self.sync_gate(core);
         core.seq += 1;
         let change = StateChange {
-            breaker: self.inner.name,
+            breaker: Arc::clone(&self.inner.name),
             from: t.from,
             to: t.to,
             reason: t.reason,
@@ -574,6 +616,10 @@ impl Breaker {
             seq: core.seq,
         };
         core.last = Some(change.clone());
+        if core.queue.len() >= Delivery::PENDING_CAPACITY {
+            core.queue.pop_front();
+            core.dropped_changes += 1;
+        }
         core.queue.push_back(change);
     }
 
@@ -609,42 +655,127 @@ impl Breaker {
         }
         core
     }
+}
 
-    /// Outside the lock: deliver queued changes, in order, exactly once.
-    ///
-    /// One thread at a time delivers; a change queued while another thread
-    /// is delivering (including from inside a callback) is delivered by that
-    /// thread before it stops.
-    fn dispatch(&self) {
-        let inner = &*self.inner;
-        while inner
-            .dispatching
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-        {
-            loop {
-                let next = inner.core.lock().queue.pop_front();
-                match next {
-                    Some(change) => self.deliver(&change),
-                    None => break,
+/// Delivery of state changes, outside the lock.
+///
+/// Every change is queued under the lock (`publish`), and delivered by
+/// popping the queue's head while holding the `BUSY` bit of
+/// `Inner::delivery`: one deliverer at a time, so changes go out in `seq`
+/// order, each once. Each change is a credit held by the thread that caused
+/// it. With `Delivery::Caller`, that thread takes `BUSY` and delivers as
+/// many changes as it holds credits (plus those its own callbacks cause
+/// meanwhile), then lets go. If `BUSY` is taken, it adds its credits to
+/// `Inner::delivery` and returns at once; the deliverer, when it lets go,
+/// sees them and hands them to the notifier thread. With
+/// `Delivery::Notifier`, every credit goes to the notifier.
+///
+/// The queue never holds more changes than there are credits, so nothing is
+/// left waiting with nobody to deliver it.
+impl Inner {
+    /// After the lock is released: deliver, or hand off, the `n` changes
+    /// this thread's call caused.
+    fn dispatch(self: &Arc<Self>, n: u64) {
+        let me = self.address();
+        let reentrant = DELIVERING.with(|d| {
+            let (who, extra) = d.get();
+            let inside = who == me;
+            if inside {
+                // A callback this thread is running caused it: delivered by
+                // this thread, after the current change.
+                d.set((who, extra + n));
+            }
+            inside
+        });
+        if reentrant {
+            return;
+        }
+        if self.delivery_mode == Delivery::Notifier {
+            self.delivery.fetch_add(n * CREDIT, Ordering::SeqCst);
+            self.schedule();
+            return;
+        }
+        let mut word = self.delivery.load(Ordering::SeqCst);
+        loop {
+            let busy = word & BUSY != 0;
+            let next = if busy { word + n * CREDIT } else { word | BUSY };
+            match self.delivery.compare_exchange_weak(
+                word,
+                next,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                // Another thread is delivering: handed off, no waiting.
+                Ok(_) if busy => return,
+                Ok(_) => break,
+                Err(now) => word = now,
+            }
+        }
+        self.deliver_up_to(n);
+        self.let_go();
+    }
+
+    /// Delivers up to `n` changes from the head of the queue, plus those
+    /// the callbacks cause meanwhile. The caller holds `BUSY`.
+    fn deliver_up_to(&self, mut n: u64) {
+        let saved = DELIVERING.with(|d| d.replace((self.address(), 0)));
+        while n > 0 {
+            let next = {
+                let mut core = self.core.lock();
+                let next = core.queue.pop_front();
+                if core.queue.is_empty() && core.queue.capacity() > 64 {
+                    // A backlog is over: give its memory back.
+                    core.queue.shrink_to(16);
                 }
-            }
-            inner.dispatching.store(false, Ordering::Release);
-            if inner.core.lock().queue.is_empty() {
-                return;
-            }
+                next
+            };
+            let Some(change) = next else { break };
+            self.deliver(&change);
+            n -= 1;
+            n += DELIVERING.with(|d| {
+                let (who, extra) = d.get();
+                d.set((who, 0));
+                extra
+            });
+        }
+        DELIVERING.with(|d| d.set(saved));
+    }
+
+    /// Clears `BUSY`; changes handed off meanwhile go to the notifier.
+    fn let_go(self: &Arc<Self>) {
+        let before = self.delivery.fetch_sub(BUSY, Ordering::SeqCst);
+        if before >= CREDIT {
+            self.schedule();
         }
     }
 
-    /// Runs the user's code for one change: the log sink, then the callback.
-    /// A panic in either is caught, so that it never reaches the caller and
-    /// never leaves `dispatching` set (which would end every later delivery).
+    /// Puts this breaker in the notifier's queue, unless it is there.
+    fn schedule(self: &Arc<Self>) {
+        if self.scheduled.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let me: Weak<Inner> = Arc::downgrade(self);
+        if !notifier::schedule(me) {
+            // The notifier's queue is full (or its thread could not start):
+            // the changes stay queued, and the next change tries again.
+            self.scheduled.store(false, Ordering::SeqCst);
+        }
+    }
+
+    fn address(&self) -> usize {
+        std::ptr::from_ref(self) as usize
+    }
+
+    /// Runs the user's code for one change: the log sink, then the callback,
+    /// then the subscribers. A panic in either is caught, so that it never
+    /// reaches the caller and never leaves `BUSY` set (which would end every
+    /// later delivery).
     fn deliver(&self, change: &StateChange) {
         let _ = catch_unwind(AssertUnwindSafe(|| match change.to {
             State::Open | State::ForcedOpen => log::warn!("{change}"),
             State::Closed | State::HalfOpen => log::info!("{change}"),
         }));
-        if let Some(cb) = &self.inner.on_change {
+        if let Some(cb) = &self.on_change {
             if catch_unwind(AssertUnwindSafe(|| cb(change))).is_err() {
                 let _ = catch_unwind(AssertUnwindSafe(|| {
                     log::error!(
@@ -656,14 +787,39 @@ impl Breaker {
                 }));
             }
         }
-        publish(&self.inner.subscribers, change);
+        self.subscribers.publish(change);
+    }
+}
+
+impl Handoff for Inner {
+    /// On the notifier thread: deliver the changes handed off, unless a
+    /// caller is delivering (it hands them back when it lets go).
+    fn deliver_handed_off(self: Arc<Self>) {
+        self.scheduled.store(false, Ordering::SeqCst);
+        let mut word = self.delivery.load(Ordering::SeqCst);
+        let credits = loop {
+            if word & BUSY != 0 || word < CREDIT {
+                return;
+            }
+            match self.delivery.compare_exchange_weak(
+                word,
+                BUSY,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => break word / CREDIT,
+                Err(now) => word = now,
+            }
+        };
+        self.deliver_up_to(credits);
+        self.let_go();
     }
 }
 
 impl fmt::Debug for Breaker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Breaker")
-            .field("name", &self.inner.name)
+            .field("name", &&*self.inner.name)
             .field("call_path", &self.inner.call_path)
             .field("state", &self.state())
             .finish_non_exhaustive()

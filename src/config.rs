@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backoff::Backoff;
-use crate::events::StateChange;
+use crate::events::{Delivery, StateChange};
 use crate::{Breaker, CallPath, Classifier, ConfigError, LatencyTrip};
 
 pub(crate) type Callback = Arc<dyn Fn(&StateChange) + Send + Sync>;
@@ -94,6 +94,7 @@ impl Default for Settings {
 /// | `max_probe_duration` | 30 s | a probe that has not reported back by then counts as failed |
 /// | `clock` | `quanta::Clock::new()`, read directly on every decision | the monotonic clock; tests pass `quanta::Clock::mock()` |
 /// | `on_state_change` | none | a callback run after every state change, outside the lock |
+/// | `delivery` | [`Delivery::Caller`] | which thread runs the callback, subscribers and log lines |
 #[must_use = "a builder does nothing until `build()` is called"]
 #[derive(Clone)]
 pub struct BreakerBuilder<T = Breaker> {
@@ -102,6 +103,7 @@ pub struct BreakerBuilder<T = Breaker> {
     pub(crate) classifier: Option<Classifier>,
     pub(crate) clock: Option<quanta::Clock>,
     pub(crate) on_state_change: Option<Callback>,
+    pub(crate) delivery: Delivery,
     pub(crate) jitter_seed: Option<u64>,
     pub(crate) settings: Settings,
     /// What `build()` makes: a [`Breaker`] or a [`BreakerConfig`].
@@ -143,6 +145,7 @@ impl<T> BreakerBuilder<T> {
             classifier: None,
             clock: None,
             on_state_change: None,
+            delivery: Delivery::Caller,
             jitter_seed: None,
             settings: Settings::default(),
             target: PhantomData,
@@ -168,7 +171,8 @@ impl<T> BreakerBuilder<T> {
         self
     }
 
-    /// Runs `f` after each state change, with the breaker's lock released.
+    /// Runs `f` after each state change, with the breaker's lock released,
+    /// on the thread that [`delivery`](Self::delivery) picks.
     /// `f` may call the breaker back; a panic in `f` is caught and logged and
     /// changes nothing.
     pub fn on_state_change<F>(mut self, f: F) -> Self
@@ -176,6 +180,14 @@ impl<T> BreakerBuilder<T> {
         F: Fn(&StateChange) + Send + Sync + 'static,
     {
         self.on_state_change = Some(Arc::new(f));
+        self
+    }
+
+    /// Which thread delivers state changes (runs `on_state_change`, sends
+    /// to subscribers and writes the log line): the caller that caused the
+    /// change, or the process's notifier thread. See [`Delivery`].
+    pub fn delivery(mut self, delivery: Delivery) -> Self {
+        self.delivery = delivery;
         self
     }
 
@@ -246,6 +258,7 @@ impl<T> BreakerBuilder<T> {
             classifier: self.classifier,
             clock: self.clock,
             on_state_change: self.on_state_change,
+            delivery: self.delivery,
             jitter_seed: self.jitter_seed,
             settings: self.settings,
             target: PhantomData,
@@ -253,12 +266,7 @@ impl<T> BreakerBuilder<T> {
     }
 
     fn validate_name(&self) -> Result<(), ConfigError> {
-        check(
-            "name",
-            !self.name.trim().is_empty(),
-            "must not be empty",
-            format_args!("{:?}", self.name),
-        )
+        crate::name::check(&self.name)
     }
 
     /// Checks everything but the name.

@@ -1,14 +1,16 @@
-//! State changes: what happened, why, who asked, and when.
+//! State changes: what happened, why, who asked, and when; where they are
+//! delivered; and subscriptions.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, TrySendError};
+use crossbeam_channel::{Receiver, Sender, TrySendError};
 use parking_lot::Mutex;
 
-use crate::State;
+use crate::config::check;
+use crate::{ConfigError, State};
 
 /// Why a breaker changed state.
 #[derive(Clone, Debug, PartialEq)]
@@ -145,7 +147,7 @@ impl fmt::Display for Millis {
 #[derive(Clone, Debug, PartialEq)]
 pub struct StateChange {
     /// The breaker's name.
-    pub breaker: &'static str,
+    pub breaker: Arc<str>,
     /// The state before.
     pub from: State,
     /// The state after.
@@ -155,7 +157,9 @@ pub struct StateChange {
     /// When, on the breaker's monotonic clock.
     pub at: quanta::Instant,
     /// Position in this breaker's sequence of changes, from 1. Callbacks and
-    /// subscribers see changes in this order.
+    /// subscribers see changes in this order. A gap means changes were
+    /// dropped because too many were waiting for delivery
+    /// ([`Snapshot::dropped_changes`](crate::Snapshot::dropped_changes)).
     pub seq: u64,
 }
 
@@ -169,21 +173,72 @@ impl fmt::Display for StateChange {
     }
 }
 
+/// Which thread runs a breaker's `on_state_change` callback, its
+/// subscribers' sends and its transition log lines.
+///
+/// Either way, every change is delivered once, in `seq` order, with no lock
+/// of the breaker held, and never more than
+/// [`Delivery::PENDING_CAPACITY`] changes wait: when more pile up, the
+/// oldest waiting one is dropped and counted in
+/// [`Snapshot::dropped_changes`](crate::Snapshot::dropped_changes).
+/// `docs/design.md` says what runs where in detail.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Delivery {
+    /// The thread whose call caused a change delivers it, after releasing
+    /// the lock and before its call returns; it delivers at most as many
+    /// changes as its call caused. If another thread is delivering for the
+    /// same breaker at that moment, it does not wait: it hands its change to
+    /// the process's notifier thread and returns at once.
+    #[default]
+    Caller,
+    /// One notifier thread per process delivers every change of every
+    /// breaker built this way: no caller ever runs alerting code. Changes
+    /// reach the callback a little later, on another thread. The thread
+    /// starts with the first change it is given. It is shared: a callback
+    /// that blocks holds up the deliveries of every breaker it serves.
+    Notifier,
+}
+
+impl Delivery {
+    /// The most changes that wait for delivery, per breaker.
+    pub const PENDING_CAPACITY: usize = 1024;
+}
+
 /// A bounded stream of a breaker's state changes, for an alerting thread.
 ///
 /// Made by [`Breaker::subscribe`](crate::Breaker::subscribe). A subscriber
 /// that falls behind loses the newest changes rather than slowing callers;
-/// [`Subscription::dropped`] counts what it lost.
-#[derive(Debug)]
+/// [`Subscription::dropped`] counts what it lost. Dropping the subscription
+/// unsubscribes at once and frees its buffer.
+///
+/// ```
+/// # use fusebox::{Breaker, CallPath, Classifier, State};
+/// # let breaker = Breaker::builder("fx").call_path(CallPath::ReferenceData)
+/// #     .classifier(Classifier::every_error_is_a_failure()).build().unwrap();
+/// let changes = breaker.subscribe(64)?;
+/// breaker.force_open("ops", "vendor maintenance");
+/// let change = changes.try_recv().unwrap();
+/// assert_eq!((change.from, change.to), (State::Closed, State::ForcedOpen));
+/// // An alerting thread would block instead: `for change in &changes { .. }`.
+/// # Ok::<(), fusebox::ConfigError>(())
+/// ```
 pub struct Subscription {
-    pub(crate) rx: Receiver<StateChange>,
-    pub(crate) dropped: Arc<AtomicU64>,
+    rx: Receiver<StateChange>,
+    dropped: Arc<AtomicU64>,
+    subscribers: Weak<Subscribers>,
+    id: u64,
 }
 
 impl Subscription {
-    /// The underlying channel, for `select!` or blocking receives.
-    pub fn receiver(&self) -> &Receiver<StateChange> {
-        &self.rx
+    /// The largest buffer a subscription may ask for, in changes. The buffer
+    /// is allocated up front (about 100 bytes a change).
+    pub const MAX_CAPACITY: usize = 1 << 16;
+
+    /// Waits for the next change. `None` once the breaker (every clone of
+    /// it) is gone and every change sent has been received.
+    pub fn recv(&self) -> Option<StateChange> {
+        self.rx.recv().ok()
     }
 
     /// The next change, if one is waiting.
@@ -191,9 +246,31 @@ impl Subscription {
         self.rx.try_recv().ok()
     }
 
-    /// Waits up to `timeout` for the next change.
+    /// Waits up to `timeout` for the next change. `None` if none came in
+    /// time, or the breaker is gone.
     pub fn recv_timeout(&self, timeout: Duration) -> Option<StateChange> {
         self.rx.recv_timeout(timeout).ok()
+    }
+
+    /// A blocking iterator over changes, as [`recv`](Self::recv): it ends
+    /// when the breaker is gone. `for change in &subscription` does the same.
+    pub fn iter(&self) -> Iter<'_> {
+        Iter { sub: self }
+    }
+
+    /// An iterator over the changes waiting now; it never blocks.
+    pub fn try_iter(&self) -> TryIter<'_> {
+        TryIter { sub: self }
+    }
+
+    /// The underlying channel, for `select!` or blocking receives.
+    #[deprecated(
+        since = "0.1.1",
+        note = "ties fusebox to crossbeam-channel's major version; use `recv`, \
+                `try_recv`, `recv_timeout` or `iter` instead"
+    )]
+    pub fn receiver(&self) -> &Receiver<StateChange> {
+        &self.rx
     }
 
     /// How many changes this subscriber lost because its buffer was full.
@@ -202,21 +279,146 @@ impl Subscription {
     }
 }
 
-pub(crate) struct Subscriber {
-    pub(crate) tx: crossbeam_channel::Sender<StateChange>,
-    pub(crate) dropped: Arc<AtomicU64>,
+impl fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Subscription")
+            .field("waiting", &self.rx.len())
+            .field("capacity", &self.rx.capacity())
+            .field("dropped", &self.dropped())
+            .finish()
+    }
 }
 
-/// Sends `change` to every subscriber without blocking, counting losses and
-/// forgetting subscribers that hung up.
-pub(crate) fn publish(subscribers: &Mutex<Vec<Subscriber>>, change: &StateChange) {
-    let mut subs = subscribers.lock();
-    subs.retain(|s| match s.tx.try_send(change.clone()) {
-        Ok(()) => true,
-        Err(TrySendError::Full(_)) => {
-            s.dropped.fetch_add(1, Ordering::Relaxed);
-            true
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if let Some(subscribers) = self.subscribers.upgrade() {
+            subscribers.list.lock().retain(|s| s.id != self.id);
         }
-        Err(TrySendError::Disconnected(_)) => false,
-    });
+    }
+}
+
+impl<'a> IntoIterator for &'a Subscription {
+    type Item = StateChange;
+    type IntoIter = Iter<'a>;
+
+    fn into_iter(self) -> Iter<'a> {
+        self.iter()
+    }
+}
+
+/// Blocking iterator over a [`Subscription`], made by
+/// [`Subscription::iter`].
+#[derive(Debug)]
+pub struct Iter<'a> {
+    sub: &'a Subscription,
+}
+
+impl Iterator for Iter<'_> {
+    type Item = StateChange;
+
+    fn next(&mut self) -> Option<StateChange> {
+        self.sub.recv()
+    }
+}
+
+/// Non-blocking iterator over a [`Subscription`], made by
+/// [`Subscription::try_iter`].
+#[derive(Debug)]
+pub struct TryIter<'a> {
+    sub: &'a Subscription,
+}
+
+impl Iterator for TryIter<'_> {
+    type Item = StateChange;
+
+    fn next(&mut self) -> Option<StateChange> {
+        self.sub.try_recv()
+    }
+}
+
+/// A breaker's subscribers. Each [`Subscription`] holds a weak reference to
+/// take itself out when dropped.
+#[derive(Default)]
+pub(crate) struct Subscribers {
+    list: Mutex<Vec<Subscriber>>,
+    next_id: AtomicU64,
+}
+
+struct Subscriber {
+    id: u64,
+    tx: Sender<StateChange>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl Subscribers {
+    /// A new subscription with room for `capacity` changes.
+    pub(crate) fn subscribe(
+        self: &Arc<Self>,
+        capacity: usize,
+    ) -> Result<Subscription, ConfigError> {
+        check(
+            "capacity",
+            (1..=Subscription::MAX_CAPACITY).contains(&capacity),
+            "must be between 1 and 65536 (Subscription::MAX_CAPACITY)",
+            capacity,
+        )?;
+        let (tx, rx) = crossbeam_channel::bounded(capacity);
+        let dropped = Arc::new(AtomicU64::new(0));
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.list.lock().push(Subscriber {
+            id,
+            tx,
+            dropped: Arc::clone(&dropped),
+        });
+        Ok(Subscription {
+            rx,
+            dropped,
+            subscribers: Arc::downgrade(self),
+            id,
+        })
+    }
+
+    /// Sends `change` to every subscriber without blocking, counting losses.
+    pub(crate) fn publish(&self, change: &StateChange) {
+        let mut subs = self.list.lock();
+        // A subscription takes itself out when dropped; one that is being
+        // dropped right now is disconnected already and goes here.
+        subs.retain(|s| match s.tx.try_send(change.clone()) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) => {
+                s.dropped.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            Err(TrySendError::Disconnected(_)) => false,
+        });
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.list.lock().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dropped_subscription_leaves_at_once() {
+        let subscribers = Arc::new(Subscribers::default());
+        let subs: Vec<_> = (0..3).map(|_| subscribers.subscribe(8).unwrap()).collect();
+        assert_eq!(subscribers.len(), 3);
+        drop(subs);
+        assert_eq!(subscribers.len(), 0);
+    }
+
+    #[test]
+    fn a_timeout_and_a_hang_up_both_read_as_none() {
+        let subscribers = Arc::new(Subscribers::default());
+        let sub = subscribers.subscribe(1).unwrap();
+        assert_eq!(sub.recv_timeout(Duration::from_millis(1)), None);
+        drop(subscribers);
+        assert_eq!(sub.recv(), None);
+        assert_eq!(sub.iter().count(), 0);
+    }
 }

@@ -108,6 +108,10 @@
 //!
 //! - `http` (default): the `ureq` 3 integration in [`http`]: a classifier for
 //!   ureq errors, a guarded client, and a last-known-good fallback.
+//! - `isolation` (default): [`isolation`]: a bulkhead, a deadline pool for
+//!   calls that cannot time themselves out, and a bounded dead-letter buffer,
+//!   layered around a breaker. No extra dependency; threads are started only
+//!   by a deadline pool a user builds.
 //! - `anyhow`: classifiers and the search for inner breakers' refusals see
 //!   inside `anyhow::Error` (its context chain included) in
 //!   [`Breaker::call_any`].
@@ -152,9 +156,12 @@ mod error;
 mod events;
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "isolation")]
+pub mod isolation;
 mod latency;
 mod machine;
 mod name;
+mod notifier;
 mod permit;
 #[cfg(feature = "prometheus")]
 pub mod prometheus;
@@ -171,7 +178,7 @@ pub use classify::Outcome;
 pub use classify::{Classifier, ErrorView, Verdict};
 pub use config::{BreakerBuilder, BreakerConfig};
 pub use error::{CallError, ConfigError, Rejected};
-pub use events::{Reason, StateChange, Subscription};
+pub use events::{Delivery, Iter, Reason, StateChange, Subscription, TryIter};
 pub use latency::LatencyTrip;
 pub use permit::{OwnedPermit, Permit};
 pub use snapshot::{Snapshot, Totals};

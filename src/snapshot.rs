@@ -1,5 +1,6 @@
 //! A point-in-time view of a breaker, for metrics gauges and dashboards.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::{State, StateChange};
@@ -33,7 +34,7 @@ pub struct Totals {
 #[non_exhaustive]
 pub struct Snapshot {
     /// The breaker's name.
-    pub name: &'static str,
+    pub name: Arc<str>,
     /// The current state.
     pub state: State,
     /// The current run of consecutive failures.
@@ -68,6 +69,10 @@ pub struct Snapshot {
     /// The most recent state change, with its reason and, for overrides,
     /// who asked.
     pub last_transition: Option<StateChange>,
+    /// State changes never delivered because
+    /// [`Delivery::PENDING_CAPACITY`](crate::Delivery::PENDING_CAPACITY)
+    /// were waiting already (the oldest waiting one is dropped).
+    pub dropped_changes: u64,
 }
 
 pub(crate) fn rate(part: u32, whole: u32) -> f64 {

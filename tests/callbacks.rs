@@ -1,14 +1,20 @@
 //! State-change delivery: the callback's arguments and order, callbacks that
-//! call the breaker back or panic, and bounded subscriptions.
+//! call the breaker back or panic, which thread delivers, the bound on
+//! changes waiting, and bounded subscriptions.
 
 mod common;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::thread::{self, ThreadId};
+use std::time::Duration;
 
 use common::*;
-use fusebox::{Breaker, BreakerBuilder, CallPath, Classifier, Reason, State, StateChange};
+use fusebox::{
+    Breaker, BreakerBuilder, CallPath, Classifier, ConfigError, Delivery, Reason, State,
+    StateChange, Subscription,
+};
 use quanta::{Clock, Mock};
 
 type Log = Arc<Mutex<Vec<StateChange>>>;
@@ -100,7 +106,7 @@ fn the_callback_gets_name_from_to_reason_and_when_for_every_change_in_order() {
             ),
         ]
     );
-    assert!(log.iter().all(|c| c.breaker == "refdata"));
+    assert!(log.iter().all(|c| &*c.breaker == "refdata"));
     assert_eq!(
         log.iter().map(|c| c.seq).collect::<Vec<_>>(),
         (1..=7).collect::<Vec<_>>()
@@ -223,7 +229,7 @@ fn a_panicking_callback_changes_nothing() {
         .build()
         .unwrap();
     let plain = base(clock).build().unwrap();
-    let events = panicky.subscribe(64);
+    let events = panicky.subscribe(64).unwrap();
 
     type Step<'a> = Box<dyn Fn(&Breaker) + 'a>;
     let script: Vec<Step> = vec![
@@ -268,6 +274,10 @@ fn a_callback_that_panics_while_a_wrapped_call_unwinds_lets_the_first_panic_thro
     assert!(refused(succeed(&b)).retry_after().is_some());
 }
 
+/// Long enough for any delivery handed to the notifier thread to arrive;
+/// a bound on a wait that a working breaker ends at once, not a pace.
+const PATIENCE: Duration = Duration::from_secs(60);
+
 #[test]
 fn a_callback_that_blocks_does_not_block_other_callers() {
     let (clock, _mock) = Clock::mock();
@@ -275,14 +285,23 @@ fn a_callback_that_blocks_does_not_block_other_callers() {
     let sink = Arc::clone(&log);
     let (entered_tx, entered_rx) = mpsc::channel::<()>();
     let (release_tx, release_rx) = mpsc::channel::<()>();
+    let (closed_tx, closed_rx) = mpsc::channel::<ThreadId>();
     let release_rx = Mutex::new(release_rx);
     let entered_tx = Mutex::new(entered_tx);
+    let closed_tx = Mutex::new(closed_tx);
     let b = base(clock)
         .on_state_change(move |c| {
             sink.lock().unwrap().push(c.clone());
             if c.to == State::Open {
                 entered_tx.lock().unwrap().send(()).unwrap();
                 release_rx.lock().unwrap().recv().unwrap();
+            }
+            if c.to == State::Closed {
+                closed_tx
+                    .lock()
+                    .unwrap()
+                    .send(thread::current().id())
+                    .unwrap();
             }
         })
         .build()
@@ -297,21 +316,279 @@ fn a_callback_that_blocks_does_not_block_other_callers() {
         assert_eq!(succeed(&b).unwrap(), 7);
         assert_eq!(transitions(&log), vec![(State::Closed, State::Open)]);
         release_tx.send(()).unwrap();
-        tripper.join().unwrap();
+        let tripper = tripper.thread().id();
+        // The change made meanwhile is delivered after the first, and not by
+        // the thread that was delivering: it delivers only its own.
+        let closer = closed_rx.recv_timeout(PATIENCE).expect("delivered");
+        assert_ne!(closer, tripper);
+        assert_ne!(closer, thread::current().id());
     });
-    // The thread that was delivering also delivered the change queued meanwhile.
     assert_eq!(
         transitions(&log),
         vec![(State::Closed, State::Open), (State::Open, State::Closed)]
     );
 }
 
+/// A breaker whose callback records which thread delivered each change,
+/// holds the first change until `release` is sent, and reports on `done`
+/// when change `last` is delivered.
+struct Held {
+    b: Breaker,
+    entered: mpsc::Receiver<()>,
+    release: mpsc::Sender<()>,
+    done: mpsc::Receiver<()>,
+    deliveries: Arc<Mutex<Vec<(ThreadId, u64)>>>,
+}
+
+fn held(clock: Clock, delivery: Delivery, last: u64) -> Held {
+    let deliveries: Arc<Mutex<Vec<(ThreadId, u64)>>> = Arc::default();
+    let sink = Arc::clone(&deliveries);
+    let (entered_tx, entered) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel();
+    let (done_tx, done) = mpsc::channel();
+    let (entered_tx, release_rx, done_tx) = (
+        Mutex::new(entered_tx),
+        Mutex::new(release_rx),
+        Mutex::new(done_tx),
+    );
+    let b = base(clock)
+        .delivery(delivery)
+        .on_state_change(move |c| {
+            sink.lock().unwrap().push((thread::current().id(), c.seq));
+            if c.seq == 1 {
+                // A slow alerting call, held until the test lets it go.
+                entered_tx.lock().unwrap().send(()).unwrap();
+                release_rx.lock().unwrap().recv().unwrap();
+            }
+            if c.seq == last {
+                done_tx.lock().unwrap().send(()).unwrap();
+            }
+        })
+        .build()
+        .unwrap();
+    Held {
+        b,
+        entered,
+        release,
+        done,
+        deliveries,
+    }
+}
+
+impl Held {
+    fn delivered_on(&self, thread: ThreadId) -> Vec<u64> {
+        let deliveries = self.deliveries.lock().unwrap();
+        deliveries
+            .iter()
+            .filter(|(t, _)| *t == thread)
+            .map(|(_, seq)| *seq)
+            .collect()
+    }
+
+    fn delivered(&self) -> Vec<u64> {
+        let deliveries = self.deliveries.lock().unwrap();
+        deliveries.iter().map(|(_, seq)| *seq).collect()
+    }
+}
+
+#[test]
+fn a_caller_delivers_no_more_than_the_changes_its_own_call_caused() {
+    const WORKERS: usize = 4;
+    const FLIPS: usize = 20;
+    // The trip, then each worker's force_open and reset, FLIPS times.
+    let last = 1 + (WORKERS * FLIPS * 2) as u64;
+    let (clock, _mock) = Clock::mock();
+    let h = held(clock, Delivery::Caller, last);
+    let b = &h.b;
+    thread::scope(|s| {
+        let tripper = s.spawn(|| fail(b).unwrap_err());
+        h.entered.recv().unwrap();
+        // The tripping caller is inside a slow callback; a flapping breaker
+        // piles changes up behind it.
+        let workers: Vec<_> = (0..WORKERS)
+            .map(|_| {
+                s.spawn(|| {
+                    for _ in 0..FLIPS {
+                        b.force_open("ops", "flap");
+                        b.reset("ops", "flap");
+                    }
+                })
+            })
+            .collect();
+        let workers: Vec<ThreadId> = workers
+            .into_iter()
+            .map(|w| {
+                let id = w.thread().id();
+                w.join().unwrap();
+                id
+            })
+            .collect();
+        let tripper_id = tripper.thread().id();
+        h.release.send(()).unwrap();
+        tripper.join().unwrap();
+        h.done
+            .recv_timeout(PATIENCE)
+            .expect("every change is delivered");
+        assert_eq!(
+            h.delivered_on(tripper_id),
+            vec![1],
+            "the tripping call delivered its own change and nothing else"
+        );
+        for worker in workers {
+            assert!(h.delivered_on(worker).len() <= 2 * FLIPS);
+        }
+        assert_eq!(h.delivered_on(thread::current().id()), Vec::<u64>::new());
+    });
+    assert_eq!(
+        h.delivered(),
+        (1..=last).collect::<Vec<_>>(),
+        "each change delivered once, in order"
+    );
+    assert_eq!(b.snapshot().dropped_changes, 0);
+}
+
+#[test]
+fn changes_waiting_beyond_the_bound_are_dropped_oldest_first_and_counted() {
+    const MADE: u64 = Delivery::PENDING_CAPACITY as u64 + 76;
+    let last = 1 + MADE;
+    let (clock, _mock) = Clock::mock();
+    let h = held(clock, Delivery::Caller, last);
+    let b = &h.b;
+    thread::scope(|s| {
+        let tripper = s.spawn(|| fail(b).unwrap_err());
+        h.entered.recv().unwrap();
+        for i in 0..MADE {
+            if i % 2 == 0 {
+                b.force_open("ops", "flap");
+            } else {
+                b.reset("ops", "flap");
+            }
+        }
+        assert_eq!(b.snapshot().dropped_changes, 76);
+        h.release.send(()).unwrap();
+        tripper.join().unwrap();
+        h.done
+            .recv_timeout(PATIENCE)
+            .expect("the newest change is delivered");
+    });
+    let mut expected = vec![1];
+    expected.extend(2 + 76..=last);
+    assert_eq!(h.delivered(), expected);
+    let snap = b.snapshot();
+    assert_eq!(snap.dropped_changes, 76);
+    assert_eq!(snap.last_transition.unwrap().seq, last);
+}
+
+#[test]
+fn with_notifier_delivery_no_caller_runs_the_callback() {
+    let (clock, mock) = Clock::mock();
+    let (tx, rx) = mpsc::channel();
+    let tx = Mutex::new(tx);
+    let b = base(clock)
+        .delivery(Delivery::Notifier)
+        .on_state_change(move |c| {
+            let me = thread::current();
+            let seen = (me.id(), me.name().map(String::from), c.seq, c.to);
+            tx.lock().unwrap().send(seen).unwrap();
+        })
+        .build()
+        .unwrap();
+    let events = b.subscribe(16).unwrap();
+    fail(&b).unwrap_err();
+    mock.increment(SEC);
+    succeed(&b).unwrap();
+    b.force_open("ops", "maintenance");
+    let got: Vec<_> = (0..4)
+        .map(|_| rx.recv_timeout(PATIENCE).expect("delivered"))
+        .collect();
+    for (thread, name, ..) in &got {
+        assert_ne!(*thread, thread::current().id());
+        assert_eq!(name.as_deref(), Some("fusebox-notifier"));
+    }
+    assert_eq!(
+        got.iter().map(|g| (g.2, g.3)).collect::<Vec<_>>(),
+        vec![
+            (1, State::Open),
+            (2, State::HalfOpen),
+            (3, State::Closed),
+            (4, State::ForcedOpen)
+        ]
+    );
+    let streamed: Vec<u64> = (0..4)
+        .map(|_| events.recv_timeout(PATIENCE).expect("sent").seq)
+        .collect();
+    assert_eq!(streamed, vec![1, 2, 3, 4]);
+}
+
+#[test]
+fn with_notifier_delivery_a_callback_can_still_change_the_breaker() {
+    let (clock, _mock) = Clock::mock();
+    let (tx, rx) = mpsc::channel();
+    let tx = Mutex::new(tx);
+    let me: Arc<OnceLock<Breaker>> = Arc::default();
+    let me_in_callback = Arc::clone(&me);
+    let b = base(clock)
+        .delivery(Delivery::Notifier)
+        .on_state_change(move |c| {
+            let b = me_in_callback.get().expect("set right after build");
+            if c.to == State::Open {
+                b.force_open("auto", "hold for an operator");
+            }
+            tx.lock().unwrap().send((c.seq, c.to)).unwrap();
+        })
+        .build()
+        .unwrap();
+    me.set(b.clone()).unwrap();
+    fail(&b).unwrap_err();
+    let got: Vec<_> = (0..2)
+        .map(|_| rx.recv_timeout(PATIENCE).expect("delivered"))
+        .collect();
+    assert_eq!(got, vec![(1, State::Open), (2, State::ForcedOpen)]);
+    assert_eq!(b.state(), State::ForcedOpen);
+}
+
+#[test]
+fn an_absurd_subscription_capacity_is_refused_with_a_typed_error() {
+    let (clock, _mock) = Clock::mock();
+    let b = base(clock).build().unwrap();
+    for capacity in [0, Subscription::MAX_CAPACITY + 1, 1 << 40, usize::MAX] {
+        match b.subscribe(capacity) {
+            Err(ConfigError::Invalid { field, value, .. }) => {
+                assert_eq!(field, "capacity");
+                assert_eq!(value, capacity.to_string());
+            }
+            other => panic!("subscribe({capacity}) gave {other:?}"),
+        }
+    }
+    assert!(b.subscribe(1).is_ok());
+    assert!(b.subscribe(Subscription::MAX_CAPACITY).is_ok());
+}
+
+#[test]
+fn a_subscription_iterates_until_its_breaker_is_gone() {
+    let (clock, _mock) = Clock::mock();
+    let b = base(clock).build().unwrap();
+    let events = b.subscribe(8).unwrap();
+    let reader = thread::spawn(move || (&events).into_iter().map(|c| c.to).collect::<Vec<_>>());
+    let waiting = b.subscribe(8).unwrap();
+    fail(&b).unwrap_err();
+    b.reset("ops", "retry");
+    assert_eq!(
+        waiting.try_iter().map(|c| c.seq).collect::<Vec<_>>(),
+        vec![1, 2]
+    );
+    assert_eq!(waiting.try_iter().count(), 0, "never blocks");
+    drop(b);
+    assert_eq!(reader.join().unwrap(), vec![State::Open, State::Closed]);
+    assert_eq!(waiting.recv(), None);
+}
+
 #[test]
 fn a_slow_subscriber_loses_changes_rather_than_blocking_callers() {
     let (clock, mock) = Clock::mock();
     let b = base(clock).build().unwrap();
-    let slow = b.subscribe(2);
-    let fast = b.subscribe(64);
+    let slow = b.subscribe(2).unwrap();
+    let fast = b.subscribe(64).unwrap();
     for _ in 0..5 {
         fail(&b).unwrap_err(); // Closed -> Open
         b.reset("ops", "again"); // Open -> Closed
@@ -369,7 +646,7 @@ fn a_panicking_log_sink_neither_reaches_the_caller_nor_stops_later_deliveries() 
         .on_state_change(move |c| sink.lock().unwrap().push(c.clone()))
         .build()
         .unwrap();
-    let events = b.subscribe(16);
+    let events = b.subscribe(16).unwrap();
     // The trip is logged, the sink panics: the caller still gets its answer.
     let answer = catch_unwind(AssertUnwindSafe(|| fail(&b)));
     assert!(

@@ -229,7 +229,7 @@ fn state_changes_form_one_unbroken_chain_under_contention() {
         .on_state_change(move |c| sink.lock().unwrap().push(c.clone()))
         .build()
         .unwrap();
-    let subscription = b.subscribe(1 << 16);
+    let subscription = b.subscribe(1 << 16).unwrap();
     std::thread::scope(|s| {
         for t in 0..THREADS {
             let (b, mock) = (&b, &mock);
@@ -256,25 +256,37 @@ fn state_changes_form_one_unbroken_chain_under_contention() {
             });
         }
     });
+    // A change handed to the notifier may still be on its way: wait for the
+    // last one to reach the subscriber, which hears of it after the callback.
+    let last = b.snapshot().last_transition.unwrap().seq;
+    let mut streamed = Vec::new();
+    while streamed.last().map(|c: &StateChange| c.seq) != Some(last) {
+        let next = subscription.recv_timeout(std::time::Duration::from_secs(60));
+        streamed.push(next.expect("every change is delivered"));
+    }
     let changes = changes.lock().unwrap();
     assert!(
         changes.len() > 100,
         "the stress produced {} changes",
         changes.len()
     );
+    // More than `Delivery::PENDING_CAPACITY` changes may pile up while
+    // delivery falls behind; the oldest are then dropped, and counted.
+    let mut gaps = 0;
     for (i, pair) in changes.windows(2).enumerate() {
-        assert_eq!(
-            pair[1].seq,
-            pair[0].seq + 1,
+        assert!(
+            pair[1].seq > pair[0].seq,
             "change {i}: delivered in order, once"
         );
-        assert_eq!(
-            pair[1].from, pair[0].to,
-            "change {i}: each starts where the last ended"
-        );
+        if pair[1].seq == pair[0].seq + 1 {
+            assert_eq!(
+                pair[1].from, pair[0].to,
+                "change {i}: each starts where the last ended"
+            );
+        }
+        gaps += pair[1].seq - pair[0].seq - 1;
     }
-    assert_eq!(changes[0].seq, 1);
+    assert_eq!(gaps + changes[0].seq - 1, b.snapshot().dropped_changes);
     assert_eq!(changes.last().unwrap().to, b.snapshot().state);
-    let streamed: Vec<_> = std::iter::from_fn(|| subscription.try_recv()).collect();
     assert_eq!(streamed, *changes, "subscribers see the same sequence");
 }

@@ -21,7 +21,8 @@ const EXAMPLE: &str = include_str!("../examples/ops.toml");
 #[test]
 fn the_documented_example_loads() {
     let registry = loader().load_toml(EXAMPLE).unwrap();
-    let names: Vec<&str> = registry.breakers().iter().map(|b| b.name()).collect();
+    let breakers = registry.breakers();
+    let names: Vec<&str> = breakers.iter().map(|b| b.name()).collect();
     assert_eq!(names, ["instruments", "news", "sentiment"]);
     assert!(registry.is_critical("instruments"));
     assert!(!registry.is_critical("news"));

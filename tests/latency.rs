@@ -70,7 +70,7 @@ impl Sim {
     fn with(make: impl FnOnce(quanta::Clock) -> BreakerBuilder) -> Sim {
         let (clock, mock) = quanta::Clock::mock();
         let breaker = make(clock).build().expect("valid configuration");
-        let changes = breaker.subscribe(64);
+        let changes = breaker.subscribe(64).unwrap();
         Sim {
             breaker,
             mock,

@@ -76,7 +76,7 @@ fn scrape(registry: &Registry) -> Exposition {
 }
 
 fn check_breaker(expo: &Exposition, snap: &Snapshot, call_path: &str) {
-    let l = [("breaker", snap.name), ("call_path", call_path)];
+    let l = [("breaker", &*snap.name), ("call_path", call_path)];
     let with = |k: &'static str, v: &'static str| [l[0], l[1], (k, v)];
     assert_eq!(
         sample(expo, "fusebox_breaker_state", &l),
@@ -174,7 +174,7 @@ fn the_scrape_parses_and_matches_every_snapshot() {
     let snaps = registry.snapshots();
     assert_eq!(snaps.len(), 4);
     for snap in &snaps {
-        let path = registry.get(snap.name).unwrap().call_path();
+        let path = registry.get(&snap.name).unwrap().call_path();
         check_breaker(&expo, snap, path.as_str());
     }
     // Spot checks that the comparison above is about something: news has
@@ -208,7 +208,7 @@ fn the_scrape_parses_and_matches_every_snapshot() {
         ),
         snaps[2].latency_percentile.unwrap().as_secs_f64()
     );
-    assert_eq!(snaps[2].name, "ratings");
+    assert_eq!(&*snaps[2].name, "ratings");
 }
 
 #[test]

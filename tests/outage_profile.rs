@@ -13,6 +13,11 @@
 //!   error-only breaker (which, with a timeout the slow calls mostly fit
 //!   under, may never trip at all);
 //! - the caller's P99 during the outage is worst with no breaker.
+//!
+//! With the `isolation` feature, a fifth run puts all three layers on
+//! pricing (an error-only breaker, a bulkhead and a 50 ms deadline pool, the
+//! agent given no timeout of its own) and checks that its breaker opens
+//! while the slow calls it abandoned are still hanging.
 #![cfg(feature = "http")]
 
 use std::io::{BufRead, BufReader, Write};
@@ -107,6 +112,9 @@ enum Guard {
     TimeoutOnly,
     ErrorOnly,
     LatencyPrimary,
+    /// The error-only breaker, a bulkhead and a deadline pool.
+    #[cfg(feature = "isolation")]
+    Layered,
 }
 
 impl Guard {
@@ -115,6 +123,9 @@ impl Guard {
             Guard::NoBreaker => Duration::from_secs(5),
             Guard::TimeoutOnly => ms(100),
             Guard::ErrorOnly | Guard::LatencyPrimary => ms(1500),
+            // As if the client had no timeout: only the deadline bounds it.
+            #[cfg(feature = "isolation")]
+            Guard::Layered => Duration::from_secs(5),
         }
     }
 
@@ -131,6 +142,8 @@ impl Guard {
         };
         match self {
             Guard::NoBreaker | Guard::TimeoutOnly => None,
+            #[cfg(feature = "isolation")]
+            Guard::Layered => Guard::ErrorOnly.breaker(name),
             Guard::ErrorOnly => Some(
                 common()
                     .consecutive_failure_threshold(5)
@@ -159,6 +172,8 @@ struct Client {
     url: String,
     agent: ureq::Agent,
     breaker: Option<Breaker>,
+    #[cfg(feature = "isolation")]
+    layers: Option<fusebox::isolation::Isolated>,
 }
 
 impl Client {
@@ -172,6 +187,8 @@ impl Client {
             url: format!("http://{addr}/"),
             agent: ureq::Agent::new_with_config(config),
             breaker,
+            #[cfg(feature = "isolation")]
+            layers: None,
         }
     }
 
@@ -185,6 +202,15 @@ impl Client {
                 .read_to_string()?;
             Ok(())
         };
+        #[cfg(feature = "isolation")]
+        if let Some(layers) = &self.layers {
+            let (agent, url) = (self.agent.clone(), self.url.clone());
+            let _ = layers.call(move || -> Result<(), ureq::Error> {
+                agent.get(&url).call()?.body_mut().read_to_string()?;
+                Ok(())
+            });
+            return;
+        }
         let _ = match &self.breaker {
             Some(b) => b.call(get),
             None => get().map_err(CallError::Failed),
@@ -200,6 +226,11 @@ struct Profile {
     /// When the pricing breaker first opened after the outage began.
     tripped: Option<Instant>,
     outage: Outage,
+    /// With the deadline pool: calls abandoned at their deadline and still
+    /// hanging when the pricing breaker first opened in the outage.
+    // Read only by the `isolation` test.
+    #[cfg_attr(not(feature = "isolation"), allow(dead_code))]
+    hanging_at_trip: Option<usize>,
 }
 
 fn profile(guard: Guard, start: Instant) -> Profile {
@@ -208,11 +239,29 @@ fn profile(guard: Guard, start: Instant) -> Profile {
         to: start + HEALTHY + OUTAGE,
     };
     let opened = Arc::new(Mutex::new(Vec::new()));
+    #[cfg(feature = "isolation")]
+    let deadline_pool = (guard == Guard::Layered).then(|| {
+        fusebox::isolation::DeadlinePool::builder("pricing")
+            .threads(8)
+            .deadline(ms(50))
+            .build()
+            .expect("valid pool")
+    });
+    let hanging = Arc::new(Mutex::new(Vec::new()));
     let pricing_breaker = guard.breaker("pricing").map(|b| {
         let opened = Arc::clone(&opened);
+        let hanging = Arc::clone(&hanging);
+        #[cfg(feature = "isolation")]
+        let pool = deadline_pool.clone();
         b.on_state_change(move |c| {
             if c.to == State::Open {
                 opened.lock().unwrap().push(Instant::now());
+                #[cfg(feature = "isolation")]
+                if let Some(pool) = &pool {
+                    hanging.lock().unwrap().push(pool.snapshot().abandoned);
+                }
+                // Without `isolation`, nothing is recorded.
+                let _ = &hanging;
             }
         })
         .build()
@@ -221,8 +270,23 @@ fn profile(guard: Guard, start: Instant) -> Profile {
     let compliance_breaker = guard
         .breaker("compliance")
         .map(|b| b.build().expect("valid configuration"));
+    #[allow(unused_mut)] // Without `isolation` nothing changes it.
+    let mut pricing_client = Client::new(pricing(outage), guard.timeout(), pricing_breaker);
+    #[cfg(feature = "isolation")]
+    if let Some(pool) = deadline_pool {
+        let breaker = pricing_client.breaker.take().expect("a breaker");
+        let bulkhead = fusebox::isolation::Bulkhead::builder("pricing")
+            .max_concurrent(8)
+            .build()
+            .expect("valid bulkhead");
+        pricing_client.layers = Some(
+            fusebox::isolation::Isolated::new(breaker)
+                .with_bulkhead(bulkhead)
+                .with_deadline_pool(pool),
+        );
+    }
     let clients = Arc::new([
-        Client::new(pricing(outage), guard.timeout(), pricing_breaker),
+        pricing_client,
         Client::new(serve(|_| ms(2)), Duration::from_secs(1), compliance_breaker),
     ]);
 
@@ -271,17 +335,15 @@ fn profile(guard: Guard, start: Instant) -> Profile {
         .collect();
     latencies.sort_unstable();
     let rank = (latencies.len() as f64 * 0.99).ceil() as usize;
-    let tripped = opened
-        .lock()
-        .unwrap()
-        .iter()
-        .copied()
-        .find(|t| *t >= outage.from);
+    let opened = opened.lock().unwrap();
+    let first = opened.iter().position(|t| *t >= outage.from);
+    let hanging_at_trip = first.and_then(|i| hanging.lock().unwrap().get(i).copied());
     Profile {
         guard,
         p99: latencies[rank - 1],
-        tripped,
+        tripped: first.map(|i| opened[i]),
         outage,
+        hanging_at_trip,
     }
 }
 
@@ -333,4 +395,30 @@ fn latency_primary_trips_first_and_no_breaker_has_the_worst_tail() {
             other.guard
         );
     }
+}
+
+#[cfg(feature = "isolation")]
+#[test]
+fn with_a_deadline_the_breaker_opens_while_abandoned_calls_still_hang() {
+    let run = profile(Guard::Layered, Instant::now() + ms(100));
+    let summary = format!(
+        "P99 {:?}, tripped after {:?}, {:?} calls hanging then",
+        run.p99,
+        run.tripped.map(|t| t - run.outage.from),
+        run.hanging_at_trip
+    );
+    eprintln!("Layered: {summary}");
+    let tripped = run
+        .tripped
+        .unwrap_or_else(|| panic!("the breaker did not open: {summary}"));
+    assert!(
+        tripped < run.outage.to,
+        "it opened after the outage: {summary}"
+    );
+    // Opened on timeouts counted at the deadline, not on answers: the
+    // calls it gave up on had not returned yet.
+    assert!(
+        run.hanging_at_trip.is_some_and(|n| n > 0),
+        "no abandoned call was still hanging when it opened: {summary}"
+    );
 }

@@ -145,10 +145,11 @@ fn iteration_and_snapshots_cover_every_breaker_in_name_order() {
     }
     let news = registry.get("news").unwrap();
     trip(&news, 2);
-    let names: Vec<&str> = registry.breakers().iter().map(Breaker::name).collect();
+    let breakers = registry.breakers();
+    let names: Vec<&str> = breakers.iter().map(Breaker::name).collect();
     assert_eq!(names, ["news", "satellite", "sentiment"]);
     let snaps = registry.snapshots();
-    let states: Vec<(&str, State)> = snaps.iter().map(|s| (s.name, s.state)).collect();
+    let states: Vec<(&str, State)> = snaps.iter().map(|s| (&*s.name, s.state)).collect();
     assert_eq!(
         states,
         [

@@ -13,7 +13,11 @@
 //!   1 s timeout,
 //! - the latency-primary breaker (`LatencyTrip`: P99 above 50 ms for 3
 //!   windows of 250 ms, or half a window failing) with a 1 s timeout,
-//! - the error-only breaker again with a 200 ms timeout.
+//! - the error-only breaker again with a 200 ms timeout,
+//! - the latency-primary breaker with a bulkhead of 16 on pricing,
+//! - the error-only breaker, a bulkhead of 16 and a deadline pool (16
+//!   threads, 15 ms deadline) on pricing, whose agent is given a 5 s
+//!   timeout as if it had none of its own: all three layers in one call.
 //!
 //! ```text
 //! cargo run --release -p fusebox-benches --example outage_profile
@@ -41,9 +45,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fusebox::{
-    Breaker, BreakerBuilder, CallError, CallPath, Classifier, LatencyTrip, State, Verdict,
+use fusebox::isolation::{
+    Bulkhead, BulkheadSnapshot, DeadlinePool, DeadlinePoolSnapshot, Isolated, IsolationError,
 };
+use fusebox::{Breaker, BreakerBuilder, CallPath, Classifier, LatencyTrip, State, Verdict};
 use plotters::prelude::*;
 
 /// Triggers per second; each one is two emits.
@@ -177,33 +182,68 @@ struct Config {
     name: &'static str,
     timeout: Duration,
     guard: Guard,
+    /// A bulkhead on pricing: at most this many calls at once, refused at
+    /// once beyond that.
+    bulkhead: Option<usize>,
+    /// A deadline pool on pricing: its threads and its deadline.
+    deadline: Option<(usize, Duration)>,
 }
 
-const CONFIGS: [Config; 5] = [
+/// Pricing's bulkhead: a quarter of the 64-worker pool.
+const BULKHEAD: usize = 16;
+/// Pricing's deadline pool.
+const POOL_THREADS: usize = 16;
+const DEADLINE: Duration = Duration::from_millis(15);
+
+const CONFIGS: [Config; 7] = [
     Config {
         name: "no breaker",
         timeout: Duration::from_secs(5),
         guard: Guard::None,
+        bulkhead: None,
+        deadline: None,
     },
     Config {
         name: "timeout only (200 ms)",
         timeout: Duration::from_millis(200),
         guard: Guard::None,
+        bulkhead: None,
+        deadline: None,
     },
     Config {
         name: "error-only breaker (1 s timeout)",
         timeout: Duration::from_secs(1),
         guard: Guard::ErrorOnly,
+        bulkhead: None,
+        deadline: None,
     },
     Config {
         name: "latency-primary breaker (1 s timeout)",
         timeout: Duration::from_secs(1),
         guard: Guard::LatencyPrimary,
+        bulkhead: None,
+        deadline: None,
     },
     Config {
         name: "error-only breaker (200 ms timeout)",
         timeout: Duration::from_millis(200),
         guard: Guard::ErrorOnly,
+        bulkhead: None,
+        deadline: None,
+    },
+    Config {
+        name: "latency-primary breaker + bulkhead of 16 (1 s timeout)",
+        timeout: Duration::from_secs(1),
+        guard: Guard::LatencyPrimary,
+        bulkhead: Some(BULKHEAD),
+        deadline: None,
+    },
+    Config {
+        name: "error-only breaker + bulkhead of 16 + 15 ms deadline (no timeout of its own)",
+        timeout: Duration::from_secs(5),
+        guard: Guard::ErrorOnly,
+        bulkhead: Some(BULKHEAD),
+        deadline: Some((POOL_THREADS, DEADLINE)),
     },
 ];
 
@@ -277,9 +317,10 @@ enum Consumer {
 enum Answer {
     /// The consumer answered.
     Answered,
-    /// The breaker refused: the fallback, with no wait.
+    /// The breaker or the bulkhead refused: the fallback, with no wait.
     Refused,
-    /// The call was made and failed (a timeout): the fallback, after the wait.
+    /// The call was made and failed (a timeout, or abandoned at the
+    /// deadline): the fallback, after the wait.
     Failed,
 }
 
@@ -295,13 +336,13 @@ struct Emit {
 
 /// One consumer as the caller sees it.
 struct Client {
-    url: String,
+    url: Arc<str>,
     agent: ureq::Agent,
-    breaker: Option<Breaker>,
+    guard: Option<Isolated>,
 }
 
 impl Client {
-    fn new(addr: SocketAddr, path: &str, timeout: Duration, breaker: Option<Breaker>) -> Client {
+    fn new(addr: SocketAddr, path: &str, timeout: Duration, guard: Option<Isolated>) -> Client {
         let agent = ureq::Agent::new_with_config(
             ureq::Agent::config_builder()
                 .timeout_global(Some(timeout))
@@ -310,27 +351,35 @@ impl Client {
                 .build(),
         );
         Client {
-            url: format!("http://{addr}{path}"),
+            url: format!("http://{addr}{path}").into(),
             agent,
-            breaker,
+            guard,
         }
     }
 
-    fn get(&self) -> Result<(), ureq::Error> {
-        let mut response = self.agent.get(&self.url).call()?;
+    fn get(agent: &ureq::Agent, url: &str) -> Result<(), ureq::Error> {
+        let mut response = agent.get(url).call()?;
         response.body_mut().read_to_string()?;
         Ok(())
     }
 
     fn emit(&self) -> Answer {
-        let result = match &self.breaker {
-            Some(b) => b.call(|| self.get()),
-            None => self.get().map_err(CallError::Failed),
+        let result = match &self.guard {
+            Some(guard) if guard.bulkhead().is_none() && guard.deadline_pool().is_none() => guard
+                .breaker()
+                .call(|| Client::get(&self.agent, &self.url))
+                .map_err(IsolationError::from),
+            Some(guard) => {
+                // The call may run on a pool thread and outlive this one.
+                let (agent, url) = (self.agent.clone(), Arc::clone(&self.url));
+                guard.call(move || Client::get(&agent, &url))
+            }
+            None => Client::get(&self.agent, &self.url).map_err(IsolationError::Failed),
         };
         match result {
             Ok(()) => Answer::Answered,
-            Err(CallError::Rejected(_)) => Answer::Refused,
-            Err(CallError::Failed(_)) => Answer::Failed,
+            Err(e) if e.is_refused() => Answer::Refused,
+            Err(_) => Answer::Failed,
         }
     }
 }
@@ -350,6 +399,8 @@ struct Run {
     pricing_changes: Vec<Change>,
     compliance_trips: usize,
     peak_pricing_in_flight: usize,
+    bulkhead: Option<BulkheadSnapshot>,
+    pool: Option<DeadlinePoolSnapshot>,
 }
 
 fn run(config: Config, pricing: SocketAddr, compliance: SocketAddr) -> Run {
@@ -376,13 +427,34 @@ fn run(config: Config, pricing: SocketAddr, compliance: SocketAddr) -> Run {
         .build()
         .expect("valid compliance breaker")
     });
+    let pricing_guard = pricing_breaker.map(|b| {
+        let mut guard = Isolated::new(b);
+        if let Some(n) = config.bulkhead {
+            guard = guard.with_bulkhead(
+                Bulkhead::builder("pricing")
+                    .max_concurrent(n)
+                    .build()
+                    .expect("valid bulkhead"),
+            );
+        }
+        if let Some((threads, deadline)) = config.deadline {
+            guard = guard.with_deadline_pool(
+                DeadlinePool::builder("pricing")
+                    .threads(threads)
+                    .deadline(deadline)
+                    .build()
+                    .expect("valid deadline pool"),
+            );
+        }
+        guard
+    });
     let clients = Arc::new([
-        Client::new(pricing, "/price", config.timeout, pricing_breaker),
+        Client::new(pricing, "/price", config.timeout, pricing_guard),
         Client::new(
             compliance,
             "/check",
             Duration::from_secs(1),
-            compliance_breaker,
+            compliance_breaker.map(Isolated::new),
         ),
     ]);
 
@@ -428,6 +500,11 @@ fn run(config: Config, pricing: SocketAddr, compliance: SocketAddr) -> Run {
         .collect();
     STEP.store(u64::MAX, Ordering::Relaxed);
     let pricing_changes = pricing_changes.lock().unwrap().clone();
+    let guard = clients[0].guard.as_ref();
+    let bulkhead = guard.and_then(Isolated::bulkhead).map(Bulkhead::snapshot);
+    let pool = guard
+        .and_then(Isolated::deadline_pool)
+        .map(DeadlinePool::snapshot);
     Run {
         config,
         start,
@@ -436,6 +513,8 @@ fn run(config: Config, pricing: SocketAddr, compliance: SocketAddr) -> Run {
         pricing_changes,
         compliance_trips: compliance_trips.load(Ordering::Relaxed),
         peak_pricing_in_flight: peak.load(Ordering::Relaxed),
+        bulkhead,
+        pool,
     }
 }
 
@@ -507,6 +586,8 @@ struct Row {
     compliance_outage_p99: Duration,
     compliance_trips: usize,
     peak_pricing_in_flight: usize,
+    bulkhead: Option<BulkheadSnapshot>,
+    pool: Option<DeadlinePoolSnapshot>,
 }
 
 /// Per trigger: when it was due and when both of its emits were done.
@@ -571,6 +652,8 @@ fn analyse(run: &Run) -> Row {
         compliance_outage_p99: percentile(&mut compliance(outage), 0.99),
         compliance_trips: run.compliance_trips,
         peak_pricing_in_flight: run.peak_pricing_in_flight,
+        bulkhead: run.bulkhead,
+        pool: run.pool,
     }
 }
 
@@ -621,6 +704,40 @@ fn table(rows: &[Row]) -> String {
             r.peak_pricing_in_flight,
             workers(),
         );
+    }
+    s.push_str(
+        "\nThe goals, each P99 over the whole outage against the same run's healthy P99 \
+         (goal: within 1.5×):\n\n\
+         | configuration | caller P99, outage ÷ healthy | compliance P99, outage ÷ healthy |\n\
+         |---|--:|--:|\n",
+    );
+    let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64().max(1e-9);
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {:.2}× | {:.2}× |",
+            r.name,
+            ratio(r.outage_p99, r.healthy_p99),
+            ratio(r.compliance_outage_p99, r.compliance_healthy_p99),
+        );
+    }
+    for r in rows {
+        if let Some(b) = r.bulkhead {
+            let _ = write!(
+                s,
+                "\n*{}*: the bulkhead's peak was {} of {} slots, and it refused {} calls",
+                r.name, b.peak, b.max_concurrent, b.refusals
+            );
+            if let Some(p) = r.pool {
+                let _ = write!(
+                    s,
+                    "; the deadline pool held at most {} of its {} threads, abandoned {} calls at \
+                     the deadline ({} returned later, {} still out at the end) and refused {}",
+                    p.peak_busy, p.threads, p.timed_out, p.returned_late, p.abandoned, p.refusals
+                );
+            }
+            s.push_str(".\n");
+        }
     }
     s
 }

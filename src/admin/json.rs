@@ -10,7 +10,7 @@ use crate::{Breaker, Snapshot};
 
 #[derive(Serialize)]
 pub(crate) struct BreakerJson {
-    name: &'static str,
+    name: String,
     call_path: String,
     state: &'static str,
     critical: bool,
@@ -77,7 +77,7 @@ impl BreakerJson {
             })
         });
         BreakerJson {
-            name: snap.name,
+            name: snap.name.to_string(),
             call_path: breaker.call_path().as_str().to_owned(),
             state: snap.state.as_str(),
             critical,

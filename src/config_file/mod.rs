@@ -250,10 +250,10 @@ impl Loader {
             registry.add_template(name, config)?;
         }
         for (breaker, template, b) in breakers {
-            let name = breaker.name();
+            let name = breaker.name().to_owned();
             registry.register_from_template(breaker, template, b.changes_any())?;
             if b.critical == Some(true) {
-                registry.set_critical(name, true)?;
+                registry.set_critical(&name, true)?;
             }
         }
         Ok(())

@@ -113,7 +113,7 @@ struct Row {
 
 impl Row {
     fn labels(&self) -> [(&'static str, &str); 2] {
-        [("breaker", self.snap.name), ("call_path", &self.call_path)]
+        [("breaker", &self.snap.name), ("call_path", &self.call_path)]
     }
 }
 

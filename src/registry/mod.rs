@@ -336,7 +336,7 @@ impl Registry {
 
     /// The critical breakers that are refusing calls (open, half-open or
     /// forced open), in name order: empty when the process is ready.
-    pub fn unready(&self) -> Vec<&'static str> {
+    pub fn unready(&self) -> Vec<String> {
         let critical: Vec<Breaker> = self
             .inner
             .breakers
@@ -348,7 +348,7 @@ impl Registry {
         critical
             .iter()
             .filter(|b| refuses_calls(b.state()))
-            .map(Breaker::name)
+            .map(|b| b.name().to_owned())
             .collect()
     }
 

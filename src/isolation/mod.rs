@@ -1,0 +1,47 @@
+//! Isolation around a breaker (feature `isolation`, on by default): a
+//! bulkhead, deadline-bounded calls, and a bounded dead-letter buffer.
+//!
+//! A breaker guards the aggregate: it stops calling a dependency that has
+//! been failing. It cannot bound one call, and it cannot act before enough
+//! calls have come back to judge. Two layers do what it cannot:
+//!
+//! - [`Bulkhead`]: at most N calls to one dependency at a time, so that a
+//!   slow dependency holds at most N of the caller's threads. A caller
+//!   beyond that is refused at once (or after a bounded wait) with
+//!   [`Full`], which never counts as the dependency's failure.
+//! - [`DeadlinePool`]: for a call that cannot time itself out (a vendor SDK
+//!   with none), a few worker threads run it and the caller waits at most
+//!   its deadline. At the deadline the breaker counts a failure, so it can
+//!   open while the calls are still hanging; the abandoned call keeps its
+//!   thread until it returns, so the pool bounds what a hung vendor holds.
+//!
+//! [`Isolated`] puts the three in one call path: breaker outside, then the
+//! bulkhead, then the pool. [`DeadLetters`] keeps fire-and-forget emits the
+//! breaker diverted, bounded and by priority, and replays them once it
+//! closes.
+//!
+//! Every layer is built on the breaker's public face ([`Breaker::try_acquire`]
+//! and [`Permit`](crate::Permit)); none reaches into its state machine.
+//! `docs/isolation.md` has the picture and when to use each.
+//!
+//! [`Breaker::try_acquire`]: crate::Breaker::try_acquire
+
+mod bulkhead;
+mod dead_letter;
+mod deadline;
+mod error;
+mod isolated;
+
+pub use bulkhead::{Bulkhead, BulkheadBuilder, BulkheadSnapshot, Slot};
+pub use dead_letter::{
+    DeadLetterSnapshot, DeadLetters, DeadLettersBuilder, Emitted, PrioritySnapshot, Refused,
+    RefusedBecause, Replay, ReplayStop, Shed, MAX_PRIORITIES,
+};
+pub use deadline::{DeadlinePool, DeadlinePoolBuilder, DeadlinePoolSnapshot};
+pub use error::{BuildError, Full, IsolationError, Layer, TimedOut};
+pub use isolated::Isolated;
+
+/// The Rust examples of `docs/isolation.md`, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/isolation.md")]
+pub struct IsolationGuideDoctests;

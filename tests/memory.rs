@@ -1,0 +1,69 @@
+//! Memory stays bounded: what breakers and subscriptions leave behind once
+//! dropped, measured with a global allocator that counts live bytes.
+
+use fusebox::{Breaker, CallPath, Classifier};
+use quanta::Clock;
+
+#[path = "support/live_bytes.rs"]
+mod live_bytes;
+
+#[global_allocator]
+static GLOBAL: live_bytes::Live = live_bytes::Live;
+
+const MIB: isize = 1 << 20;
+
+fn breaker(name: &str, clock: &Clock) -> Breaker {
+    Breaker::builder(name)
+        .call_path(CallPath::ReferenceData)
+        .classifier(Classifier::every_error_is_a_failure())
+        .clock(clock.clone())
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn the_counter_sees_memory_kept_and_freed() {
+    let _one = live_bytes::one_at_a_time();
+    // Guards the tests below: a counter that saw nothing would pass them.
+    let kept = live_bytes::retained_by(|| std::mem::forget(vec![0_u8; 1 << 20]));
+    assert!(kept >= MIB, "{kept}");
+    let freed = live_bytes::retained_by(|| drop(vec![0_u8; 1 << 20]));
+    assert!(freed < 1024, "{freed}");
+}
+
+#[test]
+fn a_million_breakers_with_distinct_names_leave_under_16_mib_once_dropped() {
+    let _one = live_bytes::one_at_a_time();
+    let (clock, _mock) = Clock::mock();
+    // Whatever the first breaker sets up once per process is not a leak.
+    drop(breaker("warm-up", &clock));
+    let retained = live_bytes::retained_by(|| {
+        for i in 0..1_000_000 {
+            drop(breaker(&format!("vendor-{i}"), &clock));
+        }
+    });
+    assert!(
+        retained < 16 * MIB,
+        "1 M breakers built and dropped left {} MiB",
+        retained / MIB
+    );
+}
+
+#[test]
+fn dropped_subscriptions_leave_nothing_behind_on_a_breaker_that_never_changes() {
+    let _one = live_bytes::one_at_a_time();
+    let (clock, _mock) = Clock::mock();
+    let b = breaker("subscribed", &clock);
+    let retained = live_bytes::retained_by(|| {
+        for _ in 0..1_000 {
+            // A buffer of 1024 changes each; the breaker stays closed, so no
+            // state change ever comes to notice that they hung up.
+            drop(b.subscribe(1024));
+        }
+    });
+    assert!(
+        retained < MIB,
+        "1 000 subscriptions, dropped, left {} KiB",
+        retained / 1024
+    );
+}
