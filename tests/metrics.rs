@@ -253,3 +253,81 @@ fn breakers_added_after_registration_are_scraped() {
     prometheus_client::encoding::text::encode(&mut text, &metrics).unwrap();
     assert!(text.contains(r#"fusebox_breaker_state{breaker="late",call_path="alt_data"} 0"#));
 }
+
+#[cfg(feature = "isolation")]
+#[test]
+fn bulkheads_and_dead_letter_buffers_in_the_registry_are_scraped() {
+    use fusebox::isolation::{Bulkhead, DeadLetters};
+
+    let (registry, _mock) = registry();
+    let bulkhead = Bulkhead::builder("vendor-pool")
+        .max_concurrent(2)
+        .build()
+        .unwrap();
+    registry.register_bulkhead(bulkhead.clone()).unwrap();
+    assert!(registry.register_bulkhead(bulkhead.clone()).is_err());
+    let held = bulkhead.try_enter().unwrap();
+    let _second = bulkhead.try_enter().unwrap();
+    assert!(bulkhead.try_enter().is_err());
+    drop(held);
+
+    let letters = Arc::new(
+        DeadLetters::builder("fills")
+            .capacity(2)
+            .priorities(2)
+            .build::<u32>()
+            .unwrap(),
+    );
+    registry
+        .register_dead_letters(Arc::clone(&letters))
+        .unwrap();
+    letters.push(0, 1).unwrap();
+    letters.push(1, 2).unwrap();
+    letters.push(1, 3).unwrap(); // sheds the priority-0 emit
+
+    let expo = scrape(&registry);
+    let b = [("bulkhead", "vendor-pool")];
+    let snap = &registry.bulkhead_snapshots()[0];
+    assert_eq!(
+        sample(&expo, "fusebox_bulkhead_in_use", &b),
+        snap.in_use as f64
+    );
+    assert_eq!(sample(&expo, "fusebox_bulkhead_in_use", &b), 1.0);
+    assert_eq!(sample(&expo, "fusebox_bulkhead_peak", &b), 2.0);
+    assert_eq!(sample(&expo, "fusebox_bulkhead_max_concurrent", &b), 2.0);
+    assert_eq!(sample(&expo, "fusebox_bulkhead_refusals", &b), 1.0);
+
+    let d = registry.dead_letter_snapshots();
+    assert_eq!(d.len(), 1);
+    assert_eq!(
+        sample(
+            &expo,
+            "fusebox_dead_letter_capacity",
+            &[("buffer", "fills")]
+        ),
+        2.0
+    );
+    for p in &d[0].priorities {
+        let priority = p.priority.to_string();
+        let l = [("buffer", "fills"), ("priority", priority.as_str())];
+        assert_eq!(
+            sample(&expo, "fusebox_dead_letter_depth", &l),
+            p.depth as f64
+        );
+        for (fate, n) in [
+            ("stored", p.stored),
+            ("shed", p.shed),
+            ("refused", p.refused),
+            ("replayed", p.replayed),
+        ] {
+            let with = [l[0], l[1], ("fate", fate)];
+            assert_eq!(
+                sample(&expo, "fusebox_dead_letter_emits", &with),
+                n as f64,
+                "{with:?}"
+            );
+        }
+    }
+    let shed = [("buffer", "fills"), ("priority", "0"), ("fate", "shed")];
+    assert_eq!(sample(&expo, "fusebox_dead_letter_emits", &shed), 1.0);
+}

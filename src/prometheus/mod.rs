@@ -21,6 +21,19 @@
 //! | `fusebox_breaker_window_failure_ratio` | gauge | failures over calls in the sliding window |
 //! | `fusebox_breaker_latency_percentile_seconds` | gauge | the latency policy's percentile in its last full window (only breakers that have one) |
 //!
+//! With the `isolation` feature, the bulkheads and dead-letter buffers
+//! registered with the registry are scraped too:
+//!
+//! | metric | type | meaning |
+//! |---|---|---|
+//! | `fusebox_bulkhead_in_use{bulkhead}` | gauge | slots in use |
+//! | `fusebox_bulkhead_max_concurrent{bulkhead}` | gauge | the limit |
+//! | `fusebox_bulkhead_peak{bulkhead}` | gauge | the most slots ever in use at once |
+//! | `fusebox_bulkhead_refusals_total{bulkhead}` | counter | callers refused for want of a slot |
+//! | `fusebox_dead_letter_depth{buffer,priority}` | gauge | emits held, per priority |
+//! | `fusebox_dead_letter_capacity{buffer}` | gauge | the buffer's capacity |
+//! | `fusebox_dead_letter_emits_total{buffer,priority,fate}` | counter | emits by fate: `stored`, `shed`, `refused`, `replayed` |
+//!
 //! `prometheus-client` has no state-set type, so the state set is the usual
 //! gauge per state.
 //!
@@ -165,149 +178,255 @@ fn counters(
     Ok(())
 }
 
+/// The breakers' families.
+fn breakers(registry: &Registry, encoder: &mut DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
+    // One snapshot per breaker, each under its own lock only.
+    let rows: Vec<Row> = registry
+        .breakers()
+        .iter()
+        .map(|b| Row {
+            call_path: b.call_path().as_str().to_owned(),
+            snap: b.snapshot(),
+        })
+        .collect();
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let e = encoder;
+    let secs = Unit::Seconds;
+    gauges(
+        e,
+        &rows,
+        "fusebox_breaker_state",
+        "Breaker state: 0 closed, 1 open, 2 half-open, 3 forced open.",
+        None,
+        |s| Some(f64::from(s.state.as_gauge())),
+    )?;
+    {
+        let mut m = family(
+            e,
+            "fusebox_breaker_in_state",
+            "1 for the breaker's current state, 0 for the others.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for row in &rows {
+            for state in STATES {
+                let [b, p] = row.labels();
+                let labels = [b, p, ("state", state.as_str())];
+                m.encode_family(&labels)?
+                    .encode_gauge(&i64::from(row.snap.state == state))?;
+            }
+        }
+    }
+    {
+        let mut m = family(
+            e,
+            "fusebox_breaker_calls",
+            "Calls that reported an outcome, by outcome.",
+            None,
+            MetricType::Counter,
+        )?;
+        for row in &rows {
+            let t = &row.snap.totals;
+            for (outcome, n) in [
+                ("success", t.successes),
+                ("failure", t.failures),
+                ("ignored", t.ignored),
+            ] {
+                let [b, p] = row.labels();
+                let labels = [b, p, ("outcome", outcome)];
+                m.encode_family(&labels)?
+                    .encode_counter::<prometheus_client::encoding::NoLabelSet, _, f64>(&n, None)?;
+            }
+        }
+    }
+    counters(
+        e,
+        &rows,
+        "fusebox_breaker_slow_calls",
+        "Successful calls slower than slow_call_duration.",
+        |s| s.totals.slow,
+    )?;
+    counters(
+        e,
+        &rows,
+        "fusebox_breaker_short_circuits",
+        "Calls refused without being attempted.",
+        |s| s.totals.short_circuits,
+    )?;
+    counters(
+        e,
+        &rows,
+        "fusebox_breaker_trips",
+        "Times the breaker opened on its own.",
+        |s| s.trips,
+    )?;
+    gauges(
+        e,
+        &rows,
+        "fusebox_breaker_probes_in_flight",
+        "Half-open probes admitted and not yet reported.",
+        None,
+        |s| Some(f64::from(s.probes_in_flight)),
+    )?;
+    gauges(
+        e,
+        &rows,
+        "fusebox_breaker_open_duration",
+        "Length of the current open period (0 when closed).",
+        Some(&secs),
+        |s| Some(s.open_duration.as_secs_f64()),
+    )?;
+    gauges(
+        e,
+        &rows,
+        "fusebox_breaker_retry_after",
+        "While open, time until a probe may go (0 otherwise).",
+        Some(&secs),
+        |s| Some(s.retry_after.unwrap_or_default().as_secs_f64()),
+    )?;
+    gauges(
+        e,
+        &rows,
+        "fusebox_breaker_time_in_state",
+        "Time since the breaker's last state change.",
+        Some(&secs),
+        |s| Some(s.time_in_state.as_secs_f64()),
+    )?;
+    gauges(
+        e,
+        &rows,
+        "fusebox_breaker_consecutive_failures",
+        "The current run of consecutive failures.",
+        None,
+        |s| Some(f64::from(s.consecutive_failures)),
+    )?;
+    gauges(
+        e,
+        &rows,
+        "fusebox_breaker_window_failure_ratio",
+        "Failures over calls in the sliding window (0 with no window or no calls).",
+        None,
+        |s| Some(s.failure_rate),
+    )?;
+    gauges(
+        e,
+        &rows,
+        "fusebox_breaker_latency_percentile",
+        "The latency policy's percentile in its last full window.",
+        Some(&secs),
+        |s| s.latency_percentile.map(|d| d.as_secs_f64()),
+    )?;
+    Ok(())
+}
+
 impl Collector for RegistryCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
-        // One snapshot per breaker, each under its own lock only.
-        let rows: Vec<Row> = self
-            .registry
-            .breakers()
-            .iter()
-            .map(|b| Row {
-                call_path: b.call_path().as_str().to_owned(),
-                snap: b.snapshot(),
-            })
-            .collect();
-        if rows.is_empty() {
-            return Ok(());
-        }
-        let e = &mut encoder;
-        let secs = Unit::Seconds;
-        gauges(
-            e,
-            &rows,
-            "fusebox_breaker_state",
-            "Breaker state: 0 closed, 1 open, 2 half-open, 3 forced open.",
-            None,
-            |s| Some(f64::from(s.state.as_gauge())),
-        )?;
-        {
-            let mut m = family(
-                e,
-                "fusebox_breaker_in_state",
-                "1 for the breaker's current state, 0 for the others.",
-                None,
-                MetricType::Gauge,
-            )?;
-            for row in &rows {
-                for state in STATES {
-                    let [b, p] = row.labels();
-                    let labels = [b, p, ("state", state.as_str())];
-                    m.encode_family(&labels)?
-                        .encode_gauge(&i64::from(row.snap.state == state))?;
-                }
-            }
-        }
-        {
-            let mut m = family(
-                e,
-                "fusebox_breaker_calls",
-                "Calls that reported an outcome, by outcome.",
-                None,
-                MetricType::Counter,
-            )?;
-            for row in &rows {
-                let t = &row.snap.totals;
-                for (outcome, n) in [
-                    ("success", t.successes),
-                    ("failure", t.failures),
-                    ("ignored", t.ignored),
-                ] {
-                    let [b, p] = row.labels();
-                    let labels = [b, p, ("outcome", outcome)];
-                    m.encode_family(&labels)?
-                        .encode_counter::<prometheus_client::encoding::NoLabelSet, _, f64>(
-                            &n, None,
-                        )?;
-                }
-            }
-        }
-        counters(
-            e,
-            &rows,
-            "fusebox_breaker_slow_calls",
-            "Successful calls slower than slow_call_duration.",
-            |s| s.totals.slow,
-        )?;
-        counters(
-            e,
-            &rows,
-            "fusebox_breaker_short_circuits",
-            "Calls refused without being attempted.",
-            |s| s.totals.short_circuits,
-        )?;
-        counters(
-            e,
-            &rows,
-            "fusebox_breaker_trips",
-            "Times the breaker opened on its own.",
-            |s| s.trips,
-        )?;
-        gauges(
-            e,
-            &rows,
-            "fusebox_breaker_probes_in_flight",
-            "Half-open probes admitted and not yet reported.",
-            None,
-            |s| Some(f64::from(s.probes_in_flight)),
-        )?;
-        gauges(
-            e,
-            &rows,
-            "fusebox_breaker_open_duration",
-            "Length of the current open period (0 when closed).",
-            Some(&secs),
-            |s| Some(s.open_duration.as_secs_f64()),
-        )?;
-        gauges(
-            e,
-            &rows,
-            "fusebox_breaker_retry_after",
-            "While open, time until a probe may go (0 otherwise).",
-            Some(&secs),
-            |s| Some(s.retry_after.unwrap_or_default().as_secs_f64()),
-        )?;
-        gauges(
-            e,
-            &rows,
-            "fusebox_breaker_time_in_state",
-            "Time since the breaker's last state change.",
-            Some(&secs),
-            |s| Some(s.time_in_state.as_secs_f64()),
-        )?;
-        gauges(
-            e,
-            &rows,
-            "fusebox_breaker_consecutive_failures",
-            "The current run of consecutive failures.",
-            None,
-            |s| Some(f64::from(s.consecutive_failures)),
-        )?;
-        gauges(
-            e,
-            &rows,
-            "fusebox_breaker_window_failure_ratio",
-            "Failures over calls in the sliding window (0 with no window or no calls).",
-            None,
-            |s| Some(s.failure_rate),
-        )?;
-        gauges(
-            e,
-            &rows,
-            "fusebox_breaker_latency_percentile",
-            "The latency policy's percentile in its last full window.",
-            Some(&secs),
-            |s| s.latency_percentile.map(|d| d.as_secs_f64()),
-        )?;
+        breakers(&self.registry, &mut encoder)?;
+        #[cfg(feature = "isolation")]
+        isolation(&self.registry, &mut encoder)?;
         Ok(())
     }
+}
+
+/// How a bulkhead gauge is read from its snapshot.
+#[cfg(feature = "isolation")]
+type BulkheadGauge = fn(&crate::isolation::BulkheadSnapshot) -> i64;
+
+/// The bulkheads' and dead-letter buffers' families.
+#[cfg(feature = "isolation")]
+fn isolation(registry: &Registry, e: &mut DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
+    use prometheus_client::encoding::NoLabelSet;
+
+    let bulkheads = registry.bulkhead_snapshots();
+    if !bulkheads.is_empty() {
+        let gauges: [(&str, &str, BulkheadGauge); 3] = [
+            ("fusebox_bulkhead_in_use", "Bulkhead slots in use.", |b| {
+                b.in_use as i64
+            }),
+            (
+                "fusebox_bulkhead_max_concurrent",
+                "The bulkhead's limit.",
+                |b| b.max_concurrent as i64,
+            ),
+            (
+                "fusebox_bulkhead_peak",
+                "The most bulkhead slots ever in use at once.",
+                |b| b.peak as i64,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let mut m = family(e, name, help, None, MetricType::Gauge)?;
+            for b in &bulkheads {
+                m.encode_family(&[("bulkhead", &*b.name)])?
+                    .encode_gauge(&value(b))?;
+            }
+        }
+        let mut m = family(
+            e,
+            "fusebox_bulkhead_refusals",
+            "Callers refused for want of a bulkhead slot.",
+            None,
+            MetricType::Counter,
+        )?;
+        for b in &bulkheads {
+            m.encode_family(&[("bulkhead", &*b.name)])?
+                .encode_counter::<NoLabelSet, _, f64>(&b.refusals, None)?;
+        }
+    }
+    let buffers = registry.dead_letter_snapshots();
+    if !buffers.is_empty() {
+        let mut m = family(
+            e,
+            "fusebox_dead_letter_capacity",
+            "The dead-letter buffer's capacity.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for d in &buffers {
+            m.encode_family(&[("buffer", &*d.name)])?
+                .encode_gauge(&(d.capacity as i64))?;
+        }
+        let mut m = family(
+            e,
+            "fusebox_dead_letter_depth",
+            "Emits held in the dead-letter buffer, per priority.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for d in &buffers {
+            for p in &d.priorities {
+                let priority = p.priority.to_string();
+                m.encode_family(&[("buffer", &*d.name), ("priority", &priority)])?
+                    .encode_gauge(&(p.depth as i64))?;
+            }
+        }
+        let mut m = family(
+            e,
+            "fusebox_dead_letter_emits",
+            "Emits by fate: stored, shed, refused, replayed.",
+            None,
+            MetricType::Counter,
+        )?;
+        for d in &buffers {
+            for p in &d.priorities {
+                let priority = p.priority.to_string();
+                for (fate, n) in [
+                    ("stored", p.stored),
+                    ("shed", p.shed),
+                    ("refused", p.refused),
+                    ("replayed", p.replayed),
+                ] {
+                    m.encode_family(&[
+                        ("buffer", &*d.name),
+                        ("priority", &priority),
+                        ("fate", fate),
+                    ])?
+                    .encode_counter::<NoLabelSet, _, f64>(&n, None)?;
+                }
+            }
+        }
+    }
+    Ok(())
 }

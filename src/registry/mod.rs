@@ -29,6 +29,8 @@
 
 mod audit;
 mod error;
+#[cfg(feature = "isolation")]
+mod isolation;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -57,6 +59,8 @@ struct Inner {
     templates: RwLock<HashMap<String, BreakerConfig>>,
     breakers: RwLock<BTreeMap<String, Entry>>,
     trail: Mutex<Trail>,
+    #[cfg(feature = "isolation")]
+    isolation: isolation::Isolation,
 }
 
 impl Default for Inner {
@@ -65,6 +69,8 @@ impl Default for Inner {
             templates: RwLock::default(),
             breakers: RwLock::default(),
             trail: Mutex::new(Trail::new(DEFAULT_AUDIT_CAPACITY)),
+            #[cfg(feature = "isolation")]
+            isolation: isolation::Isolation::default(),
         }
     }
 }
