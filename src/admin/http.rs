@@ -63,12 +63,18 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
+/// How long a worker's close drains what a client still sends.
+pub(crate) const LINGER: Duration = Duration::from_millis(100);
+/// The most bytes a lingering close drains.
+const LINGER_BYTES: usize = 64 * 1024;
+
 /// Writes `reply` and closes the connection.
 ///
-/// The close lingers: the write side is shut first and what the client
-/// still sends (an unread body, say) is drained for a moment, so that the
-/// client reads the answer instead of a reset.
-pub(crate) fn send(stream: &mut TcpStream, reply: &Reply) {
+/// With a `linger`, the close lingers: the write side is shut first and
+/// what the client still sends (an unread body, say) is drained for at most
+/// that long and [`LINGER_BYTES`], so that the client reads the answer
+/// instead of a reset. Without one, the connection is closed at once.
+pub(crate) fn send(stream: &mut TcpStream, reply: &Reply, linger: Duration) {
     let mut head = format!(
         "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
         reply.status,
@@ -84,12 +90,21 @@ pub(crate) fn send(stream: &mut TcpStream, reply: &Reply) {
         .write_all(head.as_bytes())
         .and_then(|()| stream.write_all(&reply.body))
         .and_then(|()| stream.flush());
+    if linger.is_zero() {
+        let _ = stream.shutdown(Shutdown::Both);
+        return;
+    }
     let _ = stream.shutdown(Shutdown::Write);
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
+    let until = Instant::now() + linger;
     let mut sink = [0u8; 4096];
-    for _ in 0..16 {
+    let mut drained = 0;
+    while drained < LINGER_BYTES {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            break;
+        }
         match stream.read(&mut sink) {
-            Ok(n) if n > 0 => {}
+            Ok(n) if n > 0 => drained += n,
             _ => break,
         }
     }

@@ -148,6 +148,13 @@ impl AdminConfig {
         self.workers = n;
         self
     }
+
+    /// How many accepted connections may wait for a worker (at least 1);
+    /// one more is answered 503 at once.
+    pub fn queue(mut self, n: usize) -> Self {
+        self.queue = n;
+        self
+    }
 }
 
 /// Why the endpoint did not start.
@@ -227,6 +234,12 @@ impl Admin {
                 rule: "must be at least 1",
             });
         }
+        if config.queue == 0 {
+            return Err(AdminError::Invalid {
+                field: "queue",
+                rule: "must be at least 1",
+            });
+        }
         if config.request_timeout.is_zero() {
             return Err(AdminError::Invalid {
                 field: "request_timeout",
@@ -278,10 +291,13 @@ impl Admin {
                     match tx.try_send(stream) {
                         Ok(()) => {}
                         Err(TrySendError::Full(mut stream)) => {
+                            // Answered on the accept thread, so without
+                            // lingering: it must not wait on any client.
                             let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
                             http::send(
                                 &mut stream,
                                 &Reply::error(503, "the admin endpoint is busy"),
+                                Duration::ZERO,
                             );
                         }
                         Err(TrySendError::Disconnected(_)) => break,
@@ -347,5 +363,5 @@ fn serve(shared: &Shared, stream: TcpStream, timeout: Duration) {
         Err(ReadError::Refuse(status, why)) => Reply::error(status, why),
         Err(ReadError::Gone) => return,
     };
-    http::send(&mut conn.stream, &reply);
+    http::send(&mut conn.stream, &reply, http::LINGER);
 }
