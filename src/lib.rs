@@ -78,6 +78,7 @@ mod config;
 mod counter;
 mod error;
 mod events;
+mod gate;
 #[cfg(feature = "http")]
 pub mod http;
 mod latency;
@@ -86,6 +87,7 @@ mod name;
 mod permit;
 mod snapshot;
 mod state;
+mod sync;
 mod window;
 
 pub use breaker::{Breaker, Decorated};
@@ -98,6 +100,11 @@ pub use latency::LatencyTrip;
 pub use permit::Permit;
 pub use snapshot::{Snapshot, Totals};
 pub use state::State;
+
+/// The gate protocol, for the model checker's test only.
+#[cfg(loom)]
+#[doc(hidden)]
+pub use gate::model as loom_gate;
 
 /// The README's Rust examples, compiled and run as doctests.
 #[cfg(doctest)]

@@ -40,11 +40,11 @@ pub struct Snapshot {
     pub consecutive_failures: u32,
     /// Calls (successes and failures, not ignored) in the sliding window.
     /// Zero when no window condition is configured.
-    pub window_calls: u32,
+    pub window_calls: u64,
     /// Failures in the sliding window.
-    pub window_failures: u32,
+    pub window_failures: u64,
     /// Slow calls in the sliding window.
-    pub window_slow_calls: u32,
+    pub window_slow_calls: u64,
     /// `window_failures / window_calls`, or 0 with no calls.
     pub failure_rate: f64,
     /// `window_slow_calls / window_calls`, or 0 with no calls.
@@ -70,10 +70,10 @@ pub struct Snapshot {
     pub last_transition: Option<StateChange>,
 }
 
-pub(crate) fn rate(part: u32, whole: u32) -> f64 {
+pub(crate) fn rate(part: u64, whole: u64) -> f64 {
     if whole == 0 {
         0.0
     } else {
-        f64::from(part) / f64::from(whole)
+        part as f64 / whole as f64
     }
 }
