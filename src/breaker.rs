@@ -151,9 +151,9 @@ impl Breaker {
     /// [`CallError::Failed`]. A panic in `f` counts as a failure and resumes
     /// unwinding to the caller.
     ///
-    /// Cost of a success on a healthy closed breaker: two atomic loads, `f`
-    /// and one relaxed atomic increment (plus a clock read with a window),
-    /// no lock and no allocation. A failure, a probe, or a call timed for
+    /// Cost of a success on a healthy closed breaker: two loads of the gate,
+    /// `f`, and one compare-and-swap on the thread's own counter line (plus
+    /// a clock read with a window), no lock and no allocation. A failure, a probe, or a call timed for
     /// slow-call or latency detection takes one lock round trip and one or
     /// two clock reads. A refusal: one atomic load, one clock read, one
     /// relaxed increment. `docs/design.md` has the details,

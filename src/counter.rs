@@ -58,7 +58,7 @@ mod thread_slot {
     use std::cell::Cell;
 
     loom::thread_local! {
-        static SLOT: Cell<usize> = const { Cell::new(0) };
+        static SLOT: Cell<usize> = Cell::new(0);
     }
 
     /// Under the model checker a thread picks its slot itself, so that a

@@ -27,14 +27,35 @@ pub struct Totals {
 
 /// A consistent view of a breaker at one instant.
 ///
+/// **It shows the state a call made at that instant would meet**, so that a
+/// gauge that only reads snapshots sees the truth while the breaker is idle:
+///
+/// - an open breaker whose period has ended reads [`State::HalfOpen`], with
+///   no probe in flight and no `retry_after`: the next call is the probe;
+/// - a half-open breaker with a probe past `max_probe_duration` reads
+///   [`State::Open`], with the `retry_after` and `open_duration` of the
+///   period the next call would start (the breaker's next jitter draw
+///   included) and no probe in flight.
+///
+/// Taking a snapshot makes no call and no transition of its own. `trips`,
+/// `totals` and `last_transition` say what has happened, so they move when
+/// a call (or an override) makes the transition. [`Breaker::state`] reads
+/// the same state.
+///
+/// The fields are consistent with each other: the counters are read under
+/// the breaker's lock after every success counted without it has been
+/// handed over, so `totals` and the window counts describe the same calls.
+///
 /// Taking one locks the breaker once and copies a few dozen bytes; polling
 /// every second from a metrics thread costs nothing measurable.
+///
+/// [`Breaker::state`]: crate::Breaker::state
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Snapshot {
     /// The breaker's name.
     pub name: &'static str,
-    /// The current state.
+    /// The state a call made now would meet (see above).
     pub state: State,
     /// The current run of consecutive failures.
     pub consecutive_failures: u32,
@@ -49,7 +70,7 @@ pub struct Snapshot {
     pub failure_rate: f64,
     /// `window_slow_calls / window_calls`, or 0 with no calls.
     pub slow_call_rate: f64,
-    /// While open, how long until a probe may go.
+    /// While open, how long a call made now would be refused for.
     pub retry_after: Option<Duration>,
     /// The length of the current open period (zero when closed).
     pub open_duration: Duration,
@@ -57,7 +78,9 @@ pub struct Snapshot {
     pub trips: u64,
     /// Lifetime counts.
     pub totals: Totals,
-    /// How long the breaker has been in its current state.
+    /// How long the breaker has been in its current state: for an open
+    /// breaker past its period, since the period ended; for one the next
+    /// call would re-open, zero.
     pub time_in_state: Duration,
     /// Probes admitted and not yet reported.
     pub probes_in_flight: u32,
