@@ -647,3 +647,83 @@ impl Machine {
         v
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEC: u64 = 1_000_000_000;
+
+    fn rate_machine() -> Machine {
+        let s = Settings {
+            failure_threshold: None,
+            failure_rate_threshold: Some(0.5),
+            minimum_calls: 10,
+            ..Settings::default()
+        };
+        Machine::new(s, 1, SEC)
+    }
+
+    fn closed(m: &Machine) -> Ticket {
+        Ticket::Closed {
+            generation: m.generation,
+        }
+    }
+
+    #[test]
+    fn late_successes_are_judged_one_by_one_until_none_could_trip() {
+        let mut m = rate_machine();
+        for _ in 0..5 {
+            assert!(m.record(SEC, closed(&m), Outcome::Failure, 0).is_none());
+        }
+        for _ in 0..3 {
+            assert!(m.record(SEC, closed(&m), Outcome::Success, 0).is_none());
+        }
+        assert_eq!(m.gate() & GATE_QUIET_SUCCESS, 0, "a success could trip");
+        let generation = m.generation;
+        let t = m
+            .late_successes(SEC, generation, 5)
+            .expect("the tenth call trips");
+        assert_eq!(
+            t.reason,
+            Reason::FailureRate {
+                rate: 0.5,
+                calls: 10
+            }
+        );
+        assert_eq!(m.totals.calls, 13, "all five in the totals");
+        assert_eq!(
+            m.window.as_ref().unwrap().totals().calls,
+            10,
+            "the three after the trip were too late to count"
+        );
+    }
+
+    #[test]
+    fn late_successes_of_an_earlier_generation_count_in_the_totals_only() {
+        let mut m = rate_machine();
+        let old = m.generation;
+        m.record(SEC, closed(&m), Outcome::Failure, 0);
+        m.reset(SEC, "ops".into(), "test".into());
+        assert!(m.late_successes(SEC, old, 4).is_none());
+        assert_eq!(m.totals.successes, 4);
+        assert_eq!(m.window.as_ref().unwrap().totals().calls, 0);
+    }
+
+    #[test]
+    fn once_no_success_could_trip_the_gate_says_quiet() {
+        let mut m = rate_machine();
+        for _ in 0..4 {
+            m.record(SEC, closed(&m), Outcome::Failure, 0);
+        }
+        m.record(SEC, closed(&m), Outcome::Success, 0);
+        assert_ne!(
+            m.gate() & GATE_QUIET_SUCCESS,
+            0,
+            "4 of at least 10 is below 0.5"
+        );
+        m.record(SEC, closed(&m), Outcome::Failure, 0);
+        m.record(SEC, closed(&m), Outcome::Success, 0);
+        assert_eq!(m.gate() & GATE_QUIET_SUCCESS, 0, "5 of 10 would trip");
+    }
+}
