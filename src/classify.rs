@@ -13,7 +13,8 @@ pub enum Verdict {
     Failure,
     /// The dependency asked the caller to back off for at least this long
     /// (an HTTP 429 with `Retry-After`, say). Counts as a failure, and if the
-    /// breaker opens, its open period is at least this long.
+    /// breaker opens, its open period is at least this long, up to
+    /// `max_open_duration`, the ceiling of every open period.
     Throttled(Duration),
     /// Not the dependency's fault (a 4xx, a business rejection, a parse error
     /// in the caller's code): passed through unchanged, touches no counter, and
@@ -29,7 +30,8 @@ pub enum Outcome {
     Success,
     /// The call failed in a way that counts against the dependency.
     Failure,
-    /// The call failed and asked for a back-off of at least this long.
+    /// The call failed and asked for a back-off of at least this long (the
+    /// open period is capped at `max_open_duration` all the same).
     Throttled(Duration),
     /// The call's result says nothing about the dependency.
     Ignored,
