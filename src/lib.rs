@@ -136,6 +136,7 @@ mod config;
 mod counter;
 mod error;
 mod events;
+mod gate;
 #[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "isolation")]
@@ -147,6 +148,7 @@ mod notifier;
 mod permit;
 mod snapshot;
 mod state;
+mod sync;
 mod window;
 
 pub use breaker::{Breaker, Decorated};
@@ -161,6 +163,11 @@ pub use latency::LatencyTrip;
 pub use permit::{OwnedPermit, Permit};
 pub use snapshot::{Snapshot, Totals};
 pub use state::State;
+
+/// The gate protocol, for the model checker's test only.
+#[cfg(loom)]
+#[doc(hidden)]
+pub use gate::model as loom_gate;
 
 /// The README's Rust examples, compiled and run as doctests.
 #[cfg(doctest)]
