@@ -20,9 +20,10 @@ use crate::clock::Time;
 use crate::config::{BreakerBuilder, Callback};
 use crate::counter::Counter;
 use crate::events::{Delivery, Subscribers, Subscription};
+use crate::gate::{Gate, Published};
 use crate::machine::{
     Admit, Machine, Ticket, Transition, GATE_CLOSED, GATE_FORCED, GATE_GENERATION_SHIFT,
-    GATE_HALF_OPEN, GATE_OPEN, GATE_QUIET_SUCCESS,
+    GATE_HALF_OPEN, GATE_OPEN,
 };
 use crate::notifier::{self, Handoff};
 use crate::snapshot::{rate, Snapshot, Totals};
@@ -64,11 +65,9 @@ struct Inner {
     inline_name: crate::name::Inline,
     call_path: CallPath,
     /// The state in one word, for the lock-free part of the hot path, and
-    /// until when a quiet success may skip the lock. Written only under the
-    /// lock.
+    /// the successes counted without the lock (`src/gate.rs`). Written only
+    /// under the lock, but for those counts.
     gate: Gate,
-    /// Successes counted without the lock (see `settle`).
-    quiet_successes: Counter,
     short_circuits: Counter,
     time: Time,
     times_calls: bool,
@@ -96,20 +95,11 @@ thread_local! {
     static DELIVERING: Cell<(usize, u64)> = const { Cell::new((0, 0)) };
 }
 
-/// The gate word and the quiet-success deadline, on one read-mostly line.
-#[repr(align(128))]
-struct Gate {
-    word: AtomicU64,
-    quiet_until: AtomicU64,
-}
-
 /// What the lock guards.
 struct Core {
     machine: Machine,
-    /// The gate values last stored, so they are stored again only on a change.
-    published: (u64, u64),
-    /// Quiet successes already handed to the machine.
-    absorbed: u64,
+    /// What the gate last published, so it is stored again only on a change.
+    published: Published,
     /// Changes waiting for delivery, at most `Delivery::PENDING_CAPACITY`.
     queue: VecDeque<StateChange>,
     /// Changes dropped from a full queue.
@@ -133,6 +123,7 @@ impl Breaker {
         let time = Time::new(b.clock);
         let seed = b.jitter_seed.unwrap_or_else(Rng::random_seed);
         let machine = Machine::new(b.settings, seed, time.now());
+        let (gate, published) = Gate::new(machine.gate(), machine.quiet_until());
         let classifier = b
             .classifier
             .expect("build() checked that a classifier is set");
@@ -143,18 +134,13 @@ impl Breaker {
                 call_path: b
                     .call_path
                     .expect("build() checked that a call path is set"),
-                gate: Gate {
-                    word: AtomicU64::new(machine.gate()),
-                    quiet_until: AtomicU64::new(machine.quiet_until()),
-                },
-                quiet_successes: Counter::default(),
+                gate,
                 short_circuits: Counter::default(),
                 times_calls: machine.times_calls(),
                 has_window: machine.quiet_until() != u64::MAX,
                 time,
                 core: Mutex::new(Core {
-                    published: (machine.gate(), machine.quiet_until()),
-                    absorbed: 0,
+                    published,
                     machine,
                     queue: VecDeque::new(),
                     dropped_changes: 0,
@@ -209,9 +195,9 @@ impl Breaker {
     /// `Box<dyn Error + Send + Sync>`, `String` or an enum of the
     /// application's own, use [`call_any`](Self::call_any).
     ///
-    /// Cost of a success on a healthy closed breaker: two atomic loads, `f`
-    /// and one relaxed atomic increment (plus a clock read with a window),
-    /// no lock and no allocation. A failure, a probe, or a call timed for
+    /// Cost of a success on a healthy closed breaker: two loads of the gate,
+    /// `f`, and one compare-and-swap on the thread's own counter line (plus
+    /// a clock read with a window), no lock and no allocation. A failure, a probe, or a call timed for
     /// slow-call or latency detection takes one lock round trip and one or
     /// two clock reads. A refusal: one atomic load, one clock read, one
     /// relaxed increment. `docs/design.md` has the details,
@@ -367,7 +353,7 @@ impl Breaker {
         // The hot path. Closed: one atomic load (plus a clock read when calls
         // are timed). Open: one atomic load and one clock read, then the
         // refusal. Everything else takes the lock in `acquire_locked`.
-        let gate = self.inner.gate.word.load(Ordering::Acquire);
+        let gate = self.inner.gate.word();
         match gate & 3 {
             GATE_CLOSED => {
                 let generation = gate >> GATE_GENERATION_SHIFT;
@@ -414,7 +400,7 @@ impl Breaker {
     /// Costs one atomic load (and a clock read while open); half-open, one
     /// lock round trip.
     pub fn would_permit(&self) -> bool {
-        let gate = self.inner.gate.word.load(Ordering::Acquire);
+        let gate = self.inner.gate.word();
         match gate & 3 {
             GATE_CLOSED => true,
             GATE_FORCED => false,
@@ -467,16 +453,14 @@ impl Breaker {
     pub(crate) fn settle(&self, ticket: Ticket, started: u64, outcome: Verdict) {
         if let (Ticket::Closed { generation }, Verdict::Success) = (ticket, outcome) {
             // Still closed in the same generation, with nothing a success
-            // would change but a total: count it without the lock. A failure
-            // that lands between this load and the increment is simply
-            // ordered after this success.
-            let quiet = (generation << GATE_GENERATION_SHIFT) | GATE_QUIET_SUCCESS;
-            let gate = &self.inner.gate;
-            if gate.word.load(Ordering::Acquire) == quiet
-                && (!self.inner.has_window
-                    || self.inner.time.now() < gate.quiet_until.load(Ordering::Relaxed))
+            // would change but counts: count it without the lock, in the
+            // period the gate names or not at all (`src/gate.rs`).
+            let time = &self.inner.time;
+            if self
+                .inner
+                .gate
+                .count_quiet(generation, self.inner.has_window, || time.now())
             {
-                self.inner.quiet_successes.add_one();
                 return;
             }
         }
@@ -493,13 +477,15 @@ impl Breaker {
         let changed = {
             let mut core = self.lock();
             let transition = core.machine.record(now, ticket, outcome, elapsed);
-            self.sync_gate(&mut core);
+            // A transition leaves the machine out of the closed period any
+            // late quiet success was counted in, so at most one of the two
+            // queues a change.
             match transition {
                 Some(t) => {
                     self.publish(&mut core, t);
                     true
                 }
-                None => false,
+                None => self.sync_gate(&mut core),
             }
         };
         if changed {
@@ -507,32 +493,45 @@ impl Breaker {
         }
     }
 
-    /// The current state, read without the lock.
+    /// The state a call made now would meet, as [`Snapshot::state`] reads
+    /// it: an open breaker whose period has ended reads `HalfOpen` (the next
+    /// call is the probe), and a half-open one with a probe past its
+    /// deadline reads `Open` (the next call re-opens it).
     ///
-    /// An open breaker whose period has elapsed still reads `Open` until the
-    /// next call moves it to half-open.
+    /// Closed and forced open: one atomic load. Open: one clock read more.
+    /// Half-open: one lock round trip.
     pub fn state(&self) -> State {
-        match self.inner.gate.word.load(Ordering::Acquire) & 3 {
+        let gate = self.inner.gate.word();
+        match gate & 3 {
             GATE_CLOSED => State::Closed,
-            GATE_OPEN => State::Open,
             GATE_FORCED => State::ForcedOpen,
-            _ => State::HalfOpen,
+            GATE_OPEN if self.inner.time.now() < gate >> 2 => State::Open,
+            GATE_OPEN => State::HalfOpen,
+            _ => {
+                let now = self.inner.time.now();
+                self.lock().machine.state_at(now)
+            }
         }
     }
 
-    /// A consistent view of the breaker's counters and state.
+    /// A consistent view of the breaker's counters and state, as a call made
+    /// now would meet it (see [`Snapshot`]).
     pub fn snapshot(&self) -> Snapshot {
         let now = self.inner.time.now();
-        let (v, last, quiet, dropped_changes) = {
+        let (v, last, dropped_changes, changed) = {
             let mut core = self.lock();
-            let quiet = self.inner.quiet_successes.sum();
+            core.machine.slide(now);
+            let changed = self.sync_gate(&mut core);
             (
                 core.machine.view(now),
                 core.last.clone(),
-                quiet,
                 core.dropped_changes,
+                changed,
             )
         };
+        if changed {
+            self.inner.dispatch(1);
+        }
         Snapshot {
             name: Arc::clone(&self.inner.name),
             state: v.state,
@@ -546,8 +545,8 @@ impl Breaker {
             open_duration: Duration::from_nanos(v.open_period),
             trips: v.trips,
             totals: Totals {
-                calls: v.totals.calls + quiet,
-                successes: v.totals.successes + quiet,
+                calls: v.totals.calls,
+                successes: v.totals.successes,
                 failures: v.totals.failures,
                 ignored: v.totals.ignored,
                 slow: v.totals.slow,
@@ -623,34 +622,38 @@ impl Breaker {
         core.queue.push_back(change);
     }
 
-    /// Under the lock: store the gate if the machine's has changed.
+    /// Under the lock: publish the gate if the machine's has changed,
+    /// sealing off the successes counted without the lock in the period it
+    /// ends and recording those that landed after the last take
+    /// (`src/gate.rs`). Returns whether they caused a state change, which is
+    /// then queued.
     #[inline]
-    fn sync_gate(&self, core: &mut Core) {
-        let now = (core.machine.gate(), core.machine.quiet_until());
-        if now == core.published {
-            return;
+    fn sync_gate(&self, core: &mut Core) -> bool {
+        let Core {
+            machine, published, ..
+        } = core;
+        let late = self.inner.gate.publish(
+            published,
+            machine,
+            |m| (m.gate(), m.quiet_until()),
+            |m, n, generation| m.late_successes(self.inner.time.now(), generation, n),
+        );
+        match late {
+            Some(t) => {
+                self.publish(core, t);
+                true
+            }
+            None => false,
         }
-        let gate = &self.inner.gate;
-        // The deadline first: a reader that sees the new word must not
-        // pair it with an older deadline.
-        if now.1 != core.published.1 {
-            gate.quiet_until.store(now.1, Ordering::Release);
-        }
-        if now.0 != core.published.0 {
-            gate.word.store(now.0, Ordering::Release);
-        }
-        core.published = now;
     }
 
     /// Takes the lock and hands the machine the successes counted without
-    /// it, so that every locked operation sees every success.
+    /// it, so that every locked operation sees every success before it.
     #[inline]
     fn lock(&self) -> parking_lot::MutexGuard<'_, Core> {
         let mut core = self.inner.core.lock();
-        let total = self.inner.quiet_successes.sum();
-        if total != core.absorbed {
-            let n = total - core.absorbed;
-            core.absorbed = total;
+        let n = self.inner.gate.take_quiet(&core.published);
+        if n != 0 {
             core.machine.absorb_quiet_successes(n);
         }
         core

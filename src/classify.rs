@@ -25,7 +25,8 @@ pub enum Verdict {
     Failure,
     /// The dependency asked the caller to back off for at least this long
     /// (an HTTP 429 with `Retry-After`, say). Counts as a failure, and if the
-    /// breaker opens, its open period is at least this long.
+    /// breaker opens, its open period is at least this long, up to
+    /// `max_open_duration`, the ceiling of every open period.
     Throttled(Duration),
     /// Not the dependency's fault (a 4xx, a business rejection, a parse error
     /// in the caller's code), or the call was not made after all: passed

@@ -86,7 +86,7 @@ impl Default for Settings {
 /// | `latency_trip` | `None` | a [`LatencyTrip`] percentile policy |
 /// | `open_duration` | 10 s | the first open period of an outage |
 /// | `backoff_multiplier` | 2.0 | growth of the open period per failed probe |
-/// | `max_open_duration` | 300 s | ceiling of the open period |
+/// | `max_open_duration` | 300 s | hard ceiling of every open period, a throttled one included |
 /// | `jitter` | 0.1 | the open period is shortened by up to this fraction, at random |
 /// | `jitter_seed` | random | seed for the jitter, for exact tests |
 /// | `half_open_max_calls` | 1 | probes out at once while half-open |
@@ -235,7 +235,8 @@ impl<T> BreakerBuilder<T> {
         /// Growth of the open period per re-open (at least 1.0).
         backoff_multiplier: f64 => backoff.multiplier);
     setter!(
-        /// Ceiling of the open period.
+        /// The hard ceiling on every open period: the backoff's, and one
+        /// a `Verdict::Throttled` asked for too (a longer one is cut to it).
         max_open_duration: Duration => backoff.max);
     setter!(
         /// Fraction in `[0, 1]` by which each open period may be shortened at random.

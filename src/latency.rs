@@ -171,8 +171,9 @@ pub(crate) struct LatencyWindow {
     scratch: Box<[u64]>,
     len: usize,
     next: usize,
-    calls: u32,
-    failures: u32,
+    /// 64-bit, so that no count saturates and the error rate stays true.
+    calls: u64,
+    failures: u64,
     breaches: u32,
     last_percentile: Option<Duration>,
 }
@@ -213,8 +214,8 @@ impl LatencyWindow {
         self.ring[self.next] = elapsed;
         self.next = (self.next + 1) % self.ring.len();
         self.len = (self.len + 1).min(self.ring.len());
-        self.calls = self.calls.saturating_add(1);
-        self.failures = self.failures.saturating_add(u32::from(failed));
+        self.calls = self.calls.wrapping_add(1);
+        self.failures = self.failures.wrapping_add(u64::from(failed));
         self.last = now;
         reason
     }
@@ -242,7 +243,7 @@ impl LatencyWindow {
         let max_span = self
             .window_nanos
             .saturating_mul(u64::from(LatencyTrip::MAX_WINDOW_SPAN));
-        let reason = if self.calls >= self.policy.minimum_samples {
+        let reason = if self.calls >= u64::from(self.policy.minimum_samples) {
             self.close_window()
         } else if !silent && elapsed < max_span {
             // Too few calls to judge: keep collecting.
@@ -263,18 +264,18 @@ impl LatencyWindow {
     }
 
     fn close_window(&mut self) -> Option<Reason> {
-        debug_assert!(self.calls >= self.policy.minimum_samples && self.len > 0);
+        debug_assert!(self.calls >= u64::from(self.policy.minimum_samples) && self.len > 0);
         // Computed whatever trips, so that the snapshot shows every judged
         // window's percentile.
         let observed = Duration::from_nanos(self.percentile());
         self.last_percentile = Some(observed);
         if let Some(limit) = self.policy.error_rate {
-            let rate = f64::from(self.failures) / f64::from(self.calls);
+            let rate = self.failures as f64 / self.calls as f64;
             if rate >= limit {
                 self.breaches = 0;
                 return Some(Reason::WindowErrorRate {
                     rate,
-                    calls: self.calls,
+                    calls: self.calls.min(u64::from(u32::MAX)) as u32,
                 });
             }
         }

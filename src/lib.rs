@@ -154,6 +154,7 @@ pub mod config_file;
 mod counter;
 mod error;
 mod events;
+mod gate;
 #[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "isolation")]
@@ -169,6 +170,7 @@ pub mod prometheus;
 pub mod registry;
 mod snapshot;
 mod state;
+mod sync;
 mod window;
 
 pub use breaker::{Breaker, Decorated};
@@ -183,6 +185,11 @@ pub use latency::LatencyTrip;
 pub use permit::{OwnedPermit, Permit};
 pub use snapshot::{Snapshot, Totals};
 pub use state::State;
+
+/// The gate protocol, for the model checker's test only.
+#[cfg(loom)]
+#[doc(hidden)]
+pub use gate::model as loom_gate;
 
 /// The README's Rust examples, compiled and run as doctests.
 #[cfg(doctest)]

@@ -12,7 +12,7 @@ use crate::backoff::Rng;
 use crate::config::Settings;
 use crate::events::Reason;
 use crate::latency::LatencyWindow;
-use crate::window::Window;
+use crate::window::{Counts, Window};
 use crate::{State, Verdict};
 
 /// What an admitted call holds until it reports its outcome.
@@ -61,14 +61,15 @@ pub(crate) struct Totals {
 
 // The gate: one word that lets the hot path decide without the lock.
 // Low two bits are the state. Open: the rest is the end of the open period in
-// nanoseconds. Closed: bit 2 is GATE_QUIET_SUCCESS, the rest the generation.
+// nanoseconds. Closed: bit 2 is GATE_QUIET_SUCCESS, bits 3 to 34 are left
+// for the tag the breaker adds (`src/gate.rs`), bits 35 to 63 the generation.
 //
 // A quiet success is one that changes nothing but counts: no failure run to
-// reset, no latency to file, no call to time. The breaker counts those with
-// one atomic increment and hands the count to the machine
-// (`absorb_quiet_successes`) at its next locked operation; with a window,
-// only while the window's head bucket is current (`quiet_until`), so that
-// each success is filed in the bucket it happened in.
+// reset, no latency to file, no call to time, no trip condition it could make
+// true. The breaker counts those without the lock and hands the count to the
+// machine (`absorb_quiet_successes`) at its next locked operation; with a
+// window, only while the window's head bucket is current (`quiet_until`), so
+// that each success is filed in the bucket it happened in.
 pub(crate) const GATE_CLOSED: u64 = 0;
 pub(crate) const GATE_HALF_OPEN: u64 = 1;
 pub(crate) const GATE_FORCED: u64 = 2;
@@ -76,8 +77,12 @@ pub(crate) const GATE_OPEN: u64 = 3;
 /// Closed, and a success in this generation would change nothing but the
 /// lifetime totals: no failure run to reset, no window, no timing.
 pub(crate) const GATE_QUIET_SUCCESS: u64 = 4;
+/// Where the breaker's tag starts in a closed gate (32 bits).
+pub(crate) const GATE_TAG_SHIFT: u32 = 3;
 /// Where the generation starts in a closed gate.
-pub(crate) const GATE_GENERATION_SHIFT: u32 = 3;
+pub(crate) const GATE_GENERATION_SHIFT: u32 = 35;
+/// Generations count modulo 2^29, what the gate has room for.
+const GENERATION_MASK: u64 = u64::MAX >> GATE_GENERATION_SHIFT;
 
 fn nanos(d: Duration) -> u64 {
     d.as_nanos().min(u128::from(u64::MAX >> 2)) as u64
@@ -114,9 +119,9 @@ pub(crate) struct Machine {
 pub(crate) struct View {
     pub(crate) state: State,
     pub(crate) consecutive_failures: u32,
-    pub(crate) window_calls: u32,
-    pub(crate) window_failures: u32,
-    pub(crate) window_slow: u32,
+    pub(crate) window_calls: u64,
+    pub(crate) window_failures: u64,
+    pub(crate) window_slow: u64,
     pub(crate) retry_after: Option<u64>,
     pub(crate) open_period: u64,
     pub(crate) trips: u64,
@@ -160,14 +165,16 @@ impl Machine {
         }
     }
 
-    /// The gate word for the current state.
+    /// The gate word for the current state (without the breaker's tag).
     pub(crate) fn gate(&self) -> u64 {
         match self.state {
             State::Closed => {
-                let quiet =
-                    self.consecutive == 0 && self.latency.is_none() && self.slow_after.is_none();
                 (self.generation << GATE_GENERATION_SHIFT)
-                    | if quiet { GATE_QUIET_SUCCESS } else { 0 }
+                    | if self.success_is_quiet() {
+                        GATE_QUIET_SUCCESS
+                    } else {
+                        0
+                    }
                     | GATE_CLOSED
             }
             State::HalfOpen => GATE_HALF_OPEN,
@@ -180,6 +187,35 @@ impl Machine {
     #[cfg(feature = "http")]
     pub(crate) fn settings(&self) -> &Settings {
         &self.s
+    }
+
+    /// Whether a success of the current closed period, recorded now, would
+    /// change nothing but counts: no failure run to reset, no call to time,
+    /// and no trip condition that a success could make true. Successes only
+    /// raise the call count and lower the rates, so once this holds it holds
+    /// for any number of further successes, until the window slides.
+    fn success_is_quiet(&self) -> bool {
+        self.state == State::Closed
+            && self.consecutive == 0
+            && self.latency.is_none()
+            && self.slow_after.is_none()
+            && !self.a_success_could_trip()
+    }
+
+    /// Whether some number of successes could make a window condition true.
+    /// The rates are highest at the first success that brings the window to
+    /// `minimum_calls` (or at the next success, past it), so that is the
+    /// one to judge.
+    fn a_success_could_trip(&self) -> bool {
+        let Some(w) = &self.window else {
+            return false;
+        };
+        let mut c = w.totals();
+        c.calls = c
+            .calls
+            .saturating_add(1)
+            .max(u64::from(self.s.minimum_calls));
+        self.window_reason(c).is_some()
     }
 
     /// Whether the slow-call clock must be read when a call starts.
@@ -275,7 +311,10 @@ impl Machine {
             return None;
         }
         if let Verdict::Throttled(d) = outcome {
-            self.throttle_until = self.throttle_until.max(now.saturating_add(nanos(d)));
+            // `max_open_duration` is the ceiling of every open period, one
+            // the dependency asked for included.
+            let d = nanos(d.min(self.s.backoff.max));
+            self.throttle_until = self.throttle_until.max(now.saturating_add(d));
         }
         match ticket {
             Ticket::Closed { .. } => self.closed_outcome(now, outcome, slow, elapsed),
@@ -330,56 +369,67 @@ impl Machine {
                 true
             }
         };
-        if let Some(w) = &mut self.window {
-            w.record(now, failed, slow);
-        }
-        // Keep the common path free of moves of `Reason` values: a success
-        // that is not slow, with no latency policy, returns at once.
+        let judge_window = match &mut self.window {
+            Some(w) => {
+                w.record(now, failed, slow);
+                true
+            }
+            None => false,
+        };
         let latency = match &mut self.latency {
             Some(l) => l.record(now, elapsed, failed),
-            None if !failed && !slow => return None,
             None => None,
         };
-        if failed || slow {
-            if let Some(reason) = self.trip_reason(failed, slow) {
+        // Every condition is judged after every call that could have made it
+        // true, a success included: a success can bring the window up to
+        // `minimum_calls`, and the window may have slid past old successes.
+        if failed
+            && self
+                .s
+                .failure_threshold
+                .is_some_and(|n| self.consecutive >= n)
+        {
+            let count = self.consecutive;
+            return Some(self.trip(now, Reason::ConsecutiveFailures { count }));
+        }
+        if judge_window {
+            if let Some(reason) = self
+                .window
+                .as_ref()
+                .and_then(|w| self.window_reason(w.totals()))
+            {
                 return Some(self.trip(now, reason));
             }
         }
         latency.map(|reason| self.trip(now, reason))
     }
 
-    /// The first trip condition that holds after a call, if any.
-    /// Called only after a failure or a slow call: a plain success can only
-    /// lower a rate.
-    fn trip_reason(&self, failed: bool, slow: bool) -> Option<Reason> {
+    /// The first window condition that holds for the counts `w`, if any.
+    fn window_reason(&self, w: Counts) -> Option<Reason> {
         let s = &self.s;
-        if failed && s.failure_threshold.is_some_and(|n| self.consecutive >= n) {
-            return Some(Reason::ConsecutiveFailures {
-                count: self.consecutive,
-            });
-        }
-        let w = self.window.as_ref()?.totals();
-        if failed && s.window_failure_threshold.is_some_and(|n| w.failures >= n) {
+        if s.window_failure_threshold
+            .is_some_and(|n| w.failures >= u64::from(n))
+        {
             return Some(Reason::FailuresInWindow {
-                failures: w.failures,
+                failures: w.failures.min(u64::from(u32::MAX)) as u32,
             });
         }
-        if w.calls < s.minimum_calls {
+        if w.calls < u64::from(s.minimum_calls) {
             return None;
         }
-        let calls = f64::from(w.calls);
-        let failure_rate = f64::from(w.failures) / calls;
-        if failed && s.failure_rate_threshold.is_some_and(|r| failure_rate >= r) {
+        let calls = w.calls as f64;
+        let failure_rate = w.failures as f64 / calls;
+        if s.failure_rate_threshold.is_some_and(|r| failure_rate >= r) {
             return Some(Reason::FailureRate {
                 rate: failure_rate,
-                calls: w.calls,
+                calls: w.calls.min(u64::from(u32::MAX)) as u32,
             });
         }
-        let slow_rate = f64::from(w.slow) / calls;
-        if slow && s.slow_call_rate_threshold.is_some_and(|r| slow_rate >= r) {
+        let slow_rate = w.slow as f64 / calls;
+        if s.slow_call_rate_threshold.is_some_and(|r| slow_rate >= r) {
             return Some(Reason::SlowCallRate {
                 rate: slow_rate,
-                calls: w.calls,
+                calls: w.calls.min(u64::from(u32::MAX)) as u32,
             });
         }
         None
@@ -426,15 +476,29 @@ impl Machine {
     }
 
     fn open(&mut self, now: u64, reason: Reason) -> Transition {
-        let period = nanos(self.s.backoff.period(self.reopens, &mut self.rng));
-        self.open_until = now.saturating_add(period).max(self.throttle_until);
+        let mut rng = self.rng.clone();
+        self.open_until = self.open_until_from(now, self.reopens, &mut rng);
+        self.rng = rng;
         self.open_period = self.open_until - now;
         self.trips += 1;
         self.enter(now, State::Open, reason)
     }
 
+    /// The end of an open period that starts at `now` after `reopens`
+    /// re-opens, drawing its jitter from `rng`: the backoff's period, or
+    /// longer if the dependency asked to be left alone for longer, and
+    /// never longer than `max_open_duration`.
+    fn open_until_from(&self, now: u64, reopens: u32, rng: &mut Rng) -> u64 {
+        let period = nanos(self.s.backoff.period(reopens, rng));
+        let ceiling = now.saturating_add(nanos(self.s.backoff.max));
+        now.saturating_add(period)
+            .max(self.throttle_until)
+            .min(ceiling)
+            .max(now)
+    }
+
     fn close(&mut self, now: u64, reason: Reason) -> Transition {
-        self.generation += 1;
+        self.generation = (self.generation + 1) & GENERATION_MASK;
         self.reopens = 0;
         self.consecutive = 0;
         self.throttle_until = 0;
@@ -485,24 +549,83 @@ impl Machine {
     }
 
     /// Takes `n` successes counted without the lock since the last locked
-    /// operation. They belong to the window's head bucket, which has not
-    /// moved since: only a locked operation moves it, and each one absorbs
-    /// first.
+    /// operation, all while the gate said a success was quiet. They belong
+    /// to the window's head bucket, which has not moved since: only a locked
+    /// operation moves it, and each one absorbs first. Being quiet, they
+    /// change nothing else.
     pub(crate) fn absorb_quiet_successes(&mut self, n: u64) {
+        self.totals.calls += n;
+        self.totals.successes += n;
         if let Some(w) = &mut self.window {
-            w.absorb_successes(n.min(u64::from(u32::MAX)) as u32);
+            w.absorb_successes(n);
         }
     }
 
-    pub(crate) fn view(&mut self, now: u64) -> View {
-        let w = match &mut self.window {
-            Some(w) => {
-                w.advance(now);
-                w.totals()
+    /// Records `n` successes of calls admitted while closed in `generation`
+    /// that were counted without the lock after the last locked operation
+    /// took the count, and before the gate was sealed: each is recorded as
+    /// if it had taken the lock after that operation. A success counted
+    /// without the lock was checked against the head bucket's end, so it
+    /// belongs to the current head bucket, as a locked success with the same
+    /// clock reading would. `now` dates a trip they cause.
+    pub(crate) fn late_successes(
+        &mut self,
+        now: u64,
+        generation: u64,
+        n: u64,
+    ) -> Option<Transition> {
+        self.totals.calls += n;
+        self.totals.successes += n;
+        if !self.is_current(Ticket::Closed { generation }) {
+            return None;
+        }
+        self.consecutive = 0;
+        let mut left = n;
+        // One at a time while a success could trip (at most until the window
+        // holds `minimum_calls`), then the rest at once.
+        while left > 0 && self.a_success_could_trip() {
+            left -= 1;
+            let w = self.window.as_mut()?;
+            w.absorb_successes(1);
+            let counts = w.totals();
+            if let Some(reason) = self.window_reason(counts) {
+                return Some(self.trip(now, reason));
             }
-            None => Default::default(),
-        };
-        View {
+        }
+        if let Some(w) = &mut self.window {
+            w.absorb_successes(left);
+        }
+        None
+    }
+
+    /// Slides the window to `now`, as a snapshot does before it reads.
+    pub(crate) fn slide(&mut self, now: u64) {
+        if let Some(w) = &mut self.window {
+            w.advance(now);
+        }
+    }
+
+    /// The state a call arriving at `now` would meet. An open breaker whose
+    /// period has ended would admit a probe: half-open. A half-open breaker
+    /// with a probe past its deadline would re-open.
+    pub(crate) fn state_at(&self, now: u64) -> State {
+        match self.state {
+            State::Open if now >= self.open_until => State::HalfOpen,
+            State::HalfOpen if self.a_probe_expired(now) => State::Open,
+            s => s,
+        }
+    }
+
+    fn a_probe_expired(&self, now: u64) -> bool {
+        self.probes.iter().flatten().any(|p| p.deadline <= now)
+    }
+
+    /// Everything a snapshot shows, as a call arriving at `now` would meet
+    /// it (see [`state_at`](Self::state_at)); the window as of the last
+    /// slide. Changes nothing.
+    pub(crate) fn view(&self, now: u64) -> View {
+        let w = self.window.as_ref().map(Window::totals).unwrap_or_default();
+        let mut v = View {
             state: self.state,
             consecutive_failures: self.consecutive,
             window_calls: w.calls,
@@ -516,6 +639,110 @@ impl Machine {
             probes_in_flight: self.probes.iter().flatten().count() as u32,
             latency_percentile: self.latency.as_ref().and_then(|l| l.last_percentile()),
             latency_breaches: self.latency.as_ref().map_or(0, |l| l.breaches()),
+        };
+        match self.state_at(now) {
+            // Past its open period: the next call is the probe.
+            State::HalfOpen if self.state == State::Open => {
+                v.state = State::HalfOpen;
+                v.retry_after = None;
+                v.in_state = now - self.open_until;
+            }
+            // A probe is past its deadline: the next call re-opens it, with
+            // the period it would draw now.
+            State::Open if self.state == State::HalfOpen => {
+                let until = self.open_until_from(
+                    now,
+                    self.reopens.saturating_add(1),
+                    &mut self.rng.clone(),
+                );
+                v.state = State::Open;
+                v.retry_after = Some(until - now);
+                v.open_period = until - now;
+                v.in_state = 0;
+                v.probes_in_flight = 0;
+            }
+            _ => {}
         }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEC: u64 = 1_000_000_000;
+
+    fn rate_machine() -> Machine {
+        let s = Settings {
+            failure_threshold: None,
+            failure_rate_threshold: Some(0.5),
+            minimum_calls: 10,
+            ..Settings::default()
+        };
+        Machine::new(s, 1, SEC)
+    }
+
+    fn closed(m: &Machine) -> Ticket {
+        Ticket::Closed {
+            generation: m.generation,
+        }
+    }
+
+    #[test]
+    fn late_successes_are_judged_one_by_one_until_none_could_trip() {
+        let mut m = rate_machine();
+        for _ in 0..5 {
+            assert!(m.record(SEC, closed(&m), Verdict::Failure, 0).is_none());
+        }
+        for _ in 0..3 {
+            assert!(m.record(SEC, closed(&m), Verdict::Success, 0).is_none());
+        }
+        assert_eq!(m.gate() & GATE_QUIET_SUCCESS, 0, "a success could trip");
+        let generation = m.generation;
+        let t = m
+            .late_successes(SEC, generation, 5)
+            .expect("the tenth call trips");
+        assert_eq!(
+            t.reason,
+            Reason::FailureRate {
+                rate: 0.5,
+                calls: 10
+            }
+        );
+        assert_eq!(m.totals.calls, 13, "all five in the totals");
+        assert_eq!(
+            m.window.as_ref().unwrap().totals().calls,
+            10,
+            "the three after the trip were too late to count"
+        );
+    }
+
+    #[test]
+    fn late_successes_of_an_earlier_generation_count_in_the_totals_only() {
+        let mut m = rate_machine();
+        let old = m.generation;
+        m.record(SEC, closed(&m), Verdict::Failure, 0);
+        m.reset(SEC, "ops".into(), "test".into());
+        assert!(m.late_successes(SEC, old, 4).is_none());
+        assert_eq!(m.totals.successes, 4);
+        assert_eq!(m.window.as_ref().unwrap().totals().calls, 0);
+    }
+
+    #[test]
+    fn once_no_success_could_trip_the_gate_says_quiet() {
+        let mut m = rate_machine();
+        for _ in 0..4 {
+            m.record(SEC, closed(&m), Verdict::Failure, 0);
+        }
+        m.record(SEC, closed(&m), Verdict::Success, 0);
+        assert_ne!(
+            m.gate() & GATE_QUIET_SUCCESS,
+            0,
+            "4 of at least 10 is below 0.5"
+        );
+        m.record(SEC, closed(&m), Verdict::Failure, 0);
+        m.record(SEC, closed(&m), Verdict::Success, 0);
+        assert_eq!(m.gate() & GATE_QUIET_SUCCESS, 0, "5 of 10 would trip");
     }
 }

@@ -28,29 +28,50 @@ pub struct Totals {
 
 /// A consistent view of a breaker at one instant.
 ///
+/// **It shows the state a call made at that instant would meet**, so that a
+/// gauge that only reads snapshots sees the truth while the breaker is idle:
+///
+/// - an open breaker whose period has ended reads [`State::HalfOpen`], with
+///   no probe in flight and no `retry_after`: the next call is the probe;
+/// - a half-open breaker with a probe past `max_probe_duration` reads
+///   [`State::Open`], with the `retry_after` and `open_duration` of the
+///   period the next call would start (the breaker's next jitter draw
+///   included) and no probe in flight.
+///
+/// Taking a snapshot makes no call and no transition of its own. `trips`,
+/// `totals` and `last_transition` say what has happened, so they move when
+/// a call (or an override) makes the transition. [`Breaker::state`] reads
+/// the same state.
+///
+/// The fields are consistent with each other: the counters are read under
+/// the breaker's lock after every success counted without it has been
+/// handed over, so `totals` and the window counts describe the same calls.
+///
 /// Taking one locks the breaker once and copies a few dozen bytes; polling
 /// every second from a metrics thread costs nothing measurable.
+///
+/// [`Breaker::state`]: crate::Breaker::state
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Snapshot {
     /// The breaker's name.
     pub name: Arc<str>,
-    /// The current state.
+    /// The state a call made now would meet (see above).
     pub state: State,
     /// The current run of consecutive failures.
     pub consecutive_failures: u32,
     /// Calls (successes and failures, not ignored) in the sliding window.
     /// Zero when no window condition is configured.
-    pub window_calls: u32,
+    pub window_calls: u64,
     /// Failures in the sliding window.
-    pub window_failures: u32,
+    pub window_failures: u64,
     /// Slow calls in the sliding window.
-    pub window_slow_calls: u32,
+    pub window_slow_calls: u64,
     /// `window_failures / window_calls`, or 0 with no calls.
     pub failure_rate: f64,
     /// `window_slow_calls / window_calls`, or 0 with no calls.
     pub slow_call_rate: f64,
-    /// While open, how long until a probe may go.
+    /// While open, how long a call made now would be refused for.
     pub retry_after: Option<Duration>,
     /// The length of the current open period (zero when closed).
     pub open_duration: Duration,
@@ -58,7 +79,9 @@ pub struct Snapshot {
     pub trips: u64,
     /// Lifetime counts.
     pub totals: Totals,
-    /// How long the breaker has been in its current state.
+    /// How long the breaker has been in its current state: for an open
+    /// breaker past its period, since the period ended; for one the next
+    /// call would re-open, zero.
     pub time_in_state: Duration,
     /// Probes admitted and not yet reported.
     pub probes_in_flight: u32,
@@ -75,10 +98,10 @@ pub struct Snapshot {
     pub dropped_changes: u64,
 }
 
-pub(crate) fn rate(part: u32, whole: u32) -> f64 {
+pub(crate) fn rate(part: u64, whole: u64) -> f64 {
     if whole == 0 {
         0.0
     } else {
-        f64::from(part) / f64::from(whole)
+        part as f64 / whole as f64
     }
 }

@@ -9,6 +9,10 @@
 //! Because ageing happens a bucket at a time, an event counts for at least the
 //! window's length and at most the window's length plus one bucket width
 //! (a tenth of the window).
+//!
+//! The counts are 64-bit and exact: a bucket never saturates, so a bucket
+//! that ages out subtracts exactly what it added, and the rates stay true
+//! however many calls a bucket holds.
 
 /// Number of buckets the span is cut into.
 pub(crate) const BUCKETS: usize = 10;
@@ -17,22 +21,25 @@ const SLOTS: usize = BUCKETS + 1;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Counts {
-    pub(crate) calls: u32,
-    pub(crate) failures: u32,
-    pub(crate) slow: u32,
+    pub(crate) calls: u64,
+    pub(crate) failures: u64,
+    pub(crate) slow: u64,
 }
 
+// 64-bit counts cannot overflow in practice (2^64 calls at one a nanosecond
+// take 584 years); the wrapping operations only keep arithmetic panics out
+// of the breaker. Every subtraction takes away what an addition put in.
 impl Counts {
     fn add(&mut self, other: Counts) {
-        self.calls = self.calls.saturating_add(other.calls);
-        self.failures = self.failures.saturating_add(other.failures);
-        self.slow = self.slow.saturating_add(other.slow);
+        self.calls = self.calls.wrapping_add(other.calls);
+        self.failures = self.failures.wrapping_add(other.failures);
+        self.slow = self.slow.wrapping_add(other.slow);
     }
 
     fn sub(&mut self, other: Counts) {
-        self.calls = self.calls.saturating_sub(other.calls);
-        self.failures = self.failures.saturating_sub(other.failures);
-        self.slow = self.slow.saturating_sub(other.slow);
+        self.calls = self.calls.wrapping_sub(other.calls);
+        self.failures = self.failures.wrapping_sub(other.failures);
+        self.slow = self.slow.wrapping_sub(other.slow);
     }
 }
 
@@ -83,8 +90,8 @@ impl Window {
         self.advance(now);
         let one = Counts {
             calls: 1,
-            failures: u32::from(failed),
-            slow: u32::from(slow),
+            failures: u64::from(failed),
+            slow: u64::from(slow),
         };
         let slot = (self.head % SLOTS as u64) as usize;
         self.buckets[slot].add(one);
@@ -93,7 +100,7 @@ impl Window {
 
     /// Files `n` successes counted elsewhere in the head bucket: successes
     /// the breaker counted without its lock while the head bucket was current.
-    pub(crate) fn absorb_successes(&mut self, n: u32) {
+    pub(crate) fn absorb_successes(&mut self, n: u64) {
         let slot = (self.head % SLOTS as u64) as usize;
         let some = Counts {
             calls: n,
@@ -166,6 +173,31 @@ mod tests {
         assert_eq!(w.totals(), Counts::default());
         w.record(1_000 * SEC, true, false);
         assert_eq!(w.totals().failures, 1);
+    }
+
+    #[test]
+    fn a_bucket_of_more_than_four_billion_successes_ages_out_exactly() {
+        let mut w = Window::new(10 * SEC);
+        // More successes in one bucket than a 32-bit count holds.
+        for _ in 0..2 {
+            w.absorb_successes(u32::MAX.into());
+        }
+        w.advance(5 * SEC);
+        for _ in 0..101 {
+            w.record(5 * SEC, true, false);
+        }
+        w.advance(11 * SEC);
+        assert_eq!(
+            w.totals(),
+            Counts {
+                calls: 101,
+                failures: 101,
+                slow: 0
+            },
+            "the first bucket aged out and took exactly its own calls with it"
+        );
+        w.advance(16 * SEC);
+        assert_eq!(w.totals(), Counts::default());
     }
 
     #[test]

@@ -169,3 +169,49 @@ fn jitter_never_lengthens_the_maximum() {
     assert!(periods.iter().all(|&p| p <= 5 * SEC));
     assert!(periods[2..].iter().all(|&p| p >= (5 * SEC).mul_f64(0.7)));
 }
+
+#[test]
+fn a_throttle_longer_than_max_open_duration_is_cut_to_it() {
+    let (builder, mock) = quiet("refdata");
+    let b = builder
+        .classifier(fusebox::Classifier::new(|_| {
+            fusebox::Verdict::Throttled(Duration::MAX)
+        }))
+        .consecutive_failure_threshold(1)
+        .open_duration(SEC)
+        .max_open_duration(10 * SEC)
+        .build()
+        .unwrap();
+    fail(&b).unwrap_err();
+    assert_eq!(b.state(), State::Open);
+    let s = b.snapshot();
+    assert_eq!(
+        s.retry_after,
+        Some(10 * SEC),
+        "max_open_duration is the ceiling"
+    );
+    assert_eq!(s.open_duration, 10 * SEC);
+    mock.increment(10 * SEC);
+    assert!(
+        b.try_acquire().unwrap().is_probe(),
+        "probing after the ceiling"
+    );
+}
+
+#[test]
+fn a_throttled_probe_reopens_for_no_longer_than_max_open_duration() {
+    let (builder, mock) = quiet("refdata");
+    let b = builder
+        .classifier(fusebox::Classifier::new(|_| {
+            fusebox::Verdict::Throttled(Duration::from_secs(3_600))
+        }))
+        .consecutive_failure_threshold(1)
+        .open_duration(SEC)
+        .max_open_duration(10 * SEC)
+        .build()
+        .unwrap();
+    fail(&b).unwrap_err();
+    mock.increment(10 * SEC);
+    fail(&b).unwrap_err();
+    assert_eq!(b.snapshot().retry_after, Some(10 * SEC));
+}

@@ -321,9 +321,9 @@ fn a_throttled_probe_holds_the_breaker_open_for_the_time_asked() {
     mock.increment(10 * SEC);
     b.try_acquire()
         .unwrap()
-        .record(Verdict::Throttled(Duration::from_secs(600)));
+        .record(Verdict::Throttled(Duration::from_secs(200)));
     assert_eq!(b.state(), State::Open);
-    assert_eq!(b.snapshot().retry_after, Some(600 * SEC));
+    assert_eq!(b.snapshot().retry_after, Some(200 * SEC));
 }
 
 #[test]

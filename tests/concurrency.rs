@@ -169,12 +169,12 @@ fn the_window_holds_every_call_when_successes_and_failures_race() {
     });
     let snap = b.snapshot();
     let failures = (0..THREADS)
-        .map(|t| (0..CALLS).filter(|i| (t + i) % 50 == 0).count() as u32)
-        .sum::<u32>();
+        .map(|t| (0..CALLS).filter(|i| (t + i) % 50 == 0).count() as u64)
+        .sum::<u64>();
     assert_eq!(snap.totals.calls, THREADS * CALLS);
-    assert_eq!(snap.window_calls, (THREADS * CALLS) as u32);
+    assert_eq!(snap.window_calls, THREADS * CALLS);
     assert_eq!(snap.window_failures, failures);
-    assert_eq!(snap.totals.failures, u64::from(failures));
+    assert_eq!(snap.totals.failures, failures);
     assert_eq!(b.state(), State::Closed);
 }
 
@@ -289,4 +289,69 @@ fn state_changes_form_one_unbroken_chain_under_contention() {
     assert_eq!(gaps + changes[0].seq - 1, b.snapshot().dropped_changes);
     assert_eq!(changes.last().unwrap().to, b.snapshot().state);
     assert_eq!(streamed, *changes, "subscribers see the same sequence");
+}
+
+#[test]
+fn a_success_counted_without_the_lock_never_lands_in_a_later_generation() {
+    // Threads report successes of calls admitted in one closed period while
+    // the controller ends that period: by a reset, or by a trip and a probe
+    // that closes it again. The new period admitted nothing, so its window
+    // must be empty, and a single failure must not trip a rate that needs
+    // two calls.
+    const ROUNDS: u64 = 300;
+    const WORKERS: usize = 3;
+    const PERMITS: usize = 400;
+    let (builder, mock) = quiet("refdata");
+    let b = builder
+        .window_failure_threshold(3)
+        .failure_rate_threshold(0.5)
+        .minimum_calls(2)
+        .failure_window(3_600 * SEC)
+        .open_duration(SEC)
+        .build()
+        .unwrap();
+    let (mut filled, mut tripped) = (0, 0);
+    for round in 0..ROUNDS {
+        let go = Barrier::new(WORKERS + 1);
+        std::thread::scope(|s| {
+            for _ in 0..WORKERS {
+                let (b, go) = (&b, &go);
+                s.spawn(move || {
+                    let permits: Vec<_> = (0..PERMITS).map(|_| b.try_acquire().unwrap()).collect();
+                    go.wait();
+                    for p in permits {
+                        p.success();
+                    }
+                });
+            }
+            go.wait();
+            for _ in 0..round % 64 {
+                std::hint::spin_loop();
+            }
+            if round % 2 == 0 {
+                b.reset("ops", "new period");
+            } else {
+                for _ in 0..3 {
+                    drop(fail(&b));
+                }
+                assert_eq!(b.state(), State::Open);
+                mock.increment(SEC);
+                b.try_acquire().expect("the probe").success();
+            }
+        });
+        assert_eq!(b.state(), State::Closed);
+        if b.snapshot().window_calls != 0 {
+            filled += 1;
+        }
+        drop(fail(&b));
+        if b.state() != State::Closed {
+            tripped += 1;
+        }
+        b.reset("ops", "next round");
+    }
+    assert_eq!(
+        (filled, tripped),
+        (0, 0),
+        "fresh periods with a success from an earlier one, and that tripped on one failure"
+    );
 }

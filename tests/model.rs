@@ -278,7 +278,7 @@ struct Observed {
     retry_after: Option<u64>,
     open_duration: u64,
     consecutive_failures: u32,
-    window: (u32, u32, u32),
+    window: (u64, u64, u64),
     probes_in_flight: u32,
     trips: u64,
     totals: Totals,
@@ -344,7 +344,7 @@ impl Model {
     }
 
     /// (calls, failures, slow) in the window now.
-    fn window(&self) -> (u32, u32, u32) {
+    fn window(&self) -> (u64, u64, u64) {
         if !self.cfg.uses_window() {
             return (0, 0, 0);
         }
@@ -352,8 +352,8 @@ impl Model {
         for &(t, failed, slow) in &self.events {
             if self.in_window(t) {
                 c.0 += 1;
-                c.1 += u32::from(failed);
-                c.2 += u32::from(slow);
+                c.1 += u64::from(failed);
+                c.2 += u64::from(slow);
             }
         }
         c
@@ -494,19 +494,21 @@ impl Model {
         }
         let (calls, failures, slows) = self.window();
         let c = &self.cfg;
-        let enough = calls >= c.minimum_calls;
-        // Each condition is judged when a call of its own kind lands: the
-        // failure conditions on a failure, the slow-call rate on a slow call.
-        let on_failure = [
-            c.failure_threshold.is_some_and(|n| self.consecutive >= n),
-            c.window_failure_threshold.is_some_and(|n| failures >= n),
+        let enough = calls >= u64::from(c.minimum_calls);
+        // Every condition is judged after every counted call, whatever its
+        // outcome: a success can bring the window up to `minimum_calls`.
+        let conditions = [
+            failed && c.failure_threshold.is_some_and(|n| self.consecutive >= n),
+            c.window_failure_threshold
+                .is_some_and(|n| failures >= u64::from(n)),
             enough
                 && c.failure_rate_quarters
-                    .is_some_and(|k| 4 * failures >= k * calls),
+                    .is_some_and(|k| 4 * failures >= u64::from(k) * calls),
+            enough
+                && c.slow_rate_quarters
+                    .is_some_and(|k| 4 * slows >= u64::from(k) * calls),
         ];
-        let on_slow = enough && c.slow_rate_quarters.is_some_and(|k| 4 * slows >= k * calls);
-        let trip = (failed && on_failure.contains(&true)) || (slow && on_slow);
-        if trip {
+        if conditions.contains(&true) {
             self.open(Why::Trip);
         }
     }
@@ -536,8 +538,9 @@ impl Model {
         }
     }
 
+    /// What a snapshot shows: the state a call made now would meet.
     fn observed(&self) -> Observed {
-        Observed {
+        let mut o = Observed {
             state: self.state,
             retry_after: (self.state == State::Open)
                 .then(|| self.open_until.saturating_sub(self.now)),
@@ -549,7 +552,29 @@ impl Model {
             totals: self.totals,
             time_in_state: self.now - self.entered_at,
             last: self.last,
+        };
+        let expired = self.probes.iter().any(|&(_, d)| d <= self.now);
+        if self.state == State::Open && self.now >= self.open_until {
+            // The next call is the probe.
+            o.state = State::HalfOpen;
+            o.retry_after = None;
+            o.time_in_state = self.now - self.open_until;
+        } else if self.state == State::HalfOpen && expired {
+            // The next call re-opens it, for the next period of the outage.
+            let mut next = Model {
+                cfg: self.cfg.clone(),
+                reopens: self.reopens + 1,
+                ..Model::new(self.cfg.clone())
+            };
+            next.now = self.now;
+            let period = next.nominal();
+            o.state = State::Open;
+            o.retry_after = Some(period);
+            o.open_duration = period;
+            o.time_in_state = 0;
+            o.probes_in_flight = 0;
         }
+        o
     }
 }
 
@@ -763,7 +788,13 @@ fn run(cfg: &Cfg, ops: &[Op]) -> Result<(), TestCaseError> {
                 m.reset();
             }
         }
-        prop_assert_eq!(b.state(), m.state, "step {}: state after {:?}", step, op);
+        prop_assert_eq!(
+            b.state(),
+            m.observed().state,
+            "step {}: state after {:?}",
+            step,
+            op
+        );
         prop_assert_eq!(
             real(&b, base),
             m.observed(),

@@ -290,9 +290,15 @@ fn open_becomes_half_open_on_the_first_call_after_the_open_period() {
     let (b, mock) = consecutive(1);
     trip(&b, 1);
     mock.increment(10 * SEC);
-    // Nothing has asked yet: the state is still read as Open.
-    assert_eq!(b.state(), State::Open);
-    assert_eq!(b.snapshot().retry_after, Some(Duration::ZERO));
+    // Nothing has asked yet, but the next call would be the probe: the
+    // state reads half-open, with no probe out yet.
+    assert_eq!(b.state(), State::HalfOpen);
+    let s = b.snapshot();
+    assert_eq!(
+        (s.state, s.retry_after, s.probes_in_flight),
+        (State::HalfOpen, None, 0)
+    );
+    assert_eq!(last_reason(&b), Reason::ConsecutiveFailures { count: 1 });
     let permit = b.try_acquire().expect("the probe is admitted");
     assert!(permit.is_probe());
     assert_eq!(b.state(), State::HalfOpen);
@@ -424,4 +430,84 @@ fn a_failure_counts_for_the_whole_window_and_at_most_a_tenth_longer() {
             "a tenth of the window later (offset {offset_ms} ms)"
         );
     }
+}
+
+#[test]
+fn a_success_that_brings_the_window_to_minimum_calls_opens_it_on_the_failure_rate() {
+    let (builder, _mock) = quiet("refdata");
+    let b = builder
+        .failure_rate_threshold(0.5)
+        .minimum_calls(10)
+        .build()
+        .unwrap();
+    for _ in 0..5 {
+        fail(&b).unwrap_err();
+    }
+    for _ in 0..4 {
+        succeed(&b).unwrap();
+    }
+    assert_eq!(b.state(), State::Closed, "5 of 9: not enough calls yet");
+    succeed(&b).unwrap();
+    assert_eq!(b.state(), State::Open, "5 of 10 once the tenth call is in");
+    assert_eq!(
+        last_reason(&b),
+        Reason::FailureRate {
+            rate: 0.5,
+            calls: 10
+        }
+    );
+}
+
+#[test]
+fn a_fast_call_that_brings_the_window_to_minimum_calls_opens_it_on_the_slow_call_rate() {
+    let (builder, mock) = quiet("refdata");
+    let b = builder
+        .slow_call_duration(100 * MS)
+        .slow_call_rate_threshold(0.5)
+        .minimum_calls(5)
+        .build()
+        .unwrap();
+    for _ in 0..3 {
+        succeed_after(&b, &mock, SEC).unwrap();
+    }
+    succeed(&b).unwrap();
+    assert_eq!(b.state(), State::Closed, "3 slow of 4: not enough calls");
+    succeed(&b).unwrap();
+    assert_eq!(b.state(), State::Open, "3 slow of 5");
+    assert_eq!(
+        last_reason(&b),
+        Reason::SlowCallRate {
+            rate: 0.6,
+            calls: 5
+        }
+    );
+}
+
+#[test]
+fn a_failure_rate_raised_by_old_successes_ageing_out_opens_it_on_the_next_call() {
+    let (builder, mock) = quiet("refdata");
+    let b = builder
+        .failure_rate_threshold(0.5)
+        .minimum_calls(2)
+        .failure_window(10 * SEC)
+        .build()
+        .unwrap();
+    for _ in 0..3 {
+        succeed(&b).unwrap();
+    }
+    mock.increment(5 * SEC);
+    fail(&b).unwrap_err();
+    assert_eq!(b.state(), State::Closed, "1 of 4");
+    mock.increment(6 * SEC);
+    // The three successes have aged out: one failure in one call, but
+    // minimum_calls is 2. The next call, a success, makes it 1 of 2.
+    succeed(&b).unwrap();
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(
+        last_reason(&b),
+        Reason::FailureRate {
+            rate: 0.5,
+            calls: 2
+        }
+    );
 }

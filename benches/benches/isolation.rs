@@ -42,7 +42,7 @@ fn cheapest_breaker() -> Breaker {
         .classifier(Classifier::every_error_is_a_failure())
         .open_duration(HOUR)
         .max_open_duration(HOUR)
-        .failure_threshold(5)
+        .consecutive_failure_threshold(5)
         .failure_rate_threshold(None)
         .build()
         .expect("valid config")

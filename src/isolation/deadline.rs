@@ -352,6 +352,9 @@ impl DeadlinePool {
         let job_shared = Arc::clone(&inner.shared);
         let job: Job = Box::new(move || {
             let result = catch_unwind(AssertUnwindSafe(f));
+            // The call has returned: its slot is free before its answer is
+            // sent, so a caller that calls again at once finds it free.
+            job_shared.busy.fetch_sub(1, Ordering::AcqRel);
             // The caller may be gone: then nobody wants the answer.
             let _ = tx.send(result);
             if job_state
@@ -362,7 +365,6 @@ impl DeadlinePool {
                 job_shared.abandoned.fetch_sub(1, Ordering::Relaxed);
                 job_shared.returned_late.fetch_add(1, Ordering::Relaxed);
             }
-            job_shared.busy.fetch_sub(1, Ordering::AcqRel);
         });
         if inner.jobs.try_send(job).is_err() {
             // Cannot happen while the pool is alive (the queue holds as many

@@ -1,0 +1,217 @@
+//! The gate: the word the hot path reads instead of taking the lock, and the
+//! quiet successes it lets through without the lock.
+//!
+//! The word is the machine's state as the hot path needs it
+//! (`Machine::gate`), and for a closed breaker a 32-bit **tag** naming the
+//! period it was published in. Quiet successes are counted in a
+//! [`TaggedCounter`] whose slots carry the tag of the current period; the
+//! lock side gives them a new tag (a **seal**) before it publishes a word a
+//! quiet success must not be counted under. So:
+//!
+//! 1. A quiet success is counted, by one compare-and-swap on its thread's
+//!    slot, only if the slot still carries the tag of the word the caller
+//!    checked its ticket against: it lands in that word's period or nowhere.
+//! 2. Every locked operation first takes the counts (`take_quiet`), which
+//!    all belong to the published period, and files them as successes of
+//!    that period, in the window's head bucket, before it changes anything.
+//! 3. When a locked operation leaves the machine with a different word or
+//!    quiet deadline, [`Gate::publish`] seals before it stores: the seal
+//!    returns the successes that landed after step 2 (they are filed as
+//!    ordinary successes after the operation, as if each had waited for the
+//!    lock), and no success for the old tag can land after it.
+//! 4. A caller that fails the check or the compare-and-swap takes the lock
+//!    and records its success there, ticket and all.
+//!
+//! A word is only ever published together with a tag no earlier word of
+//! the breaker carried, except after 2^32 seals: a caller would have to stall
+//! between its load of the word and its compare-and-swap while 2^32 locked
+//! operations change the state, for its success to land in the wrong period.
+//! `tests/loom_gate.rs` checks the protocol under a model checker.
+
+use crate::counter::TaggedCounter;
+use crate::machine::{GATE_CLOSED, GATE_GENERATION_SHIFT, GATE_QUIET_SUCCESS, GATE_TAG_SHIFT};
+use crate::sync::{AtomicU64, Ordering};
+
+/// The bits of a closed word that hold the tag.
+const TAG_FIELD: u64 = (u32::MAX as u64) << GATE_TAG_SHIFT;
+
+/// The word and the quiet deadline, on one read-mostly line.
+#[repr(align(128))]
+struct Line {
+    word: AtomicU64,
+    quiet_until: AtomicU64,
+}
+
+/// The lock-free face of a breaker. Written only under its lock.
+pub(crate) struct Gate {
+    line: Line,
+    quiet: TaggedCounter,
+}
+
+/// What the gate last published: kept under the lock, so the gate is
+/// written only when something changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Published {
+    /// The machine's word, without the tag.
+    word: u64,
+    quiet_until: u64,
+    tag: u32,
+}
+
+impl Gate {
+    /// A gate publishing `word` (from `Machine::gate`) and `quiet_until`.
+    pub(crate) fn new(word: u64, quiet_until: u64) -> (Gate, Published) {
+        let p = Published {
+            word,
+            quiet_until,
+            tag: 0,
+        };
+        let gate = Gate {
+            line: Line {
+                word: AtomicU64::new(tagged(word, 0)),
+                quiet_until: AtomicU64::new(quiet_until),
+            },
+            quiet: TaggedCounter::new(0),
+        };
+        (gate, p)
+    }
+
+    /// The word: the state in the low two bits (see `Machine::gate`).
+    #[inline(always)]
+    pub(crate) fn word(&self) -> u64 {
+        self.line.word.load(Ordering::Acquire)
+    }
+
+    /// Counts a success of a call admitted while closed in `generation`,
+    /// without the lock, if that is the same as recording it under the lock:
+    /// the gate is closed and quiet in that generation, and (with a window,
+    /// `windowed`) `now()` is before the head bucket's end. Returns whether it
+    /// was counted; if not, the caller must record it under the lock.
+    #[inline(always)]
+    pub(crate) fn count_quiet(
+        &self,
+        generation: u64,
+        windowed: bool,
+        now: impl FnOnce() -> u64,
+    ) -> bool {
+        let quiet = (generation << GATE_GENERATION_SHIFT) | GATE_QUIET_SUCCESS | GATE_CLOSED;
+        let word = self.line.word.load(Ordering::Acquire);
+        if word & !TAG_FIELD != quiet {
+            return false;
+        }
+        // Acquire: a deadline stored after a seal makes the
+        // compare-and-swap below see the seal.
+        if windowed && now() >= self.line.quiet_until.load(Ordering::Acquire) {
+            return false;
+        }
+        self.quiet
+            .try_add(((word & TAG_FIELD) >> GATE_TAG_SHIFT) as u32)
+    }
+
+    /// Under the lock: the quiet successes counted since the last take, all
+    /// in the period `p` names.
+    #[inline]
+    pub(crate) fn take_quiet(&self, p: &Published) -> u64 {
+        self.quiet.take(p.tag)
+    }
+
+    /// Under the lock, after an operation on the machine `m`: publishes
+    /// `key(m)` (the word and the quiet deadline) if it differs from `p`.
+    ///
+    /// If the published word let quiet successes through, it seals first,
+    /// and hands the successes that landed since the last take to
+    /// `late(m, n, generation)`, which must record them as `n` successes
+    /// of calls admitted in `generation`; then it reads `key(m)` again and
+    /// stores it. Returns what `late` returned.
+    #[inline]
+    pub(crate) fn publish<M, R>(
+        &self,
+        p: &mut Published,
+        m: &mut M,
+        key: impl Fn(&M) -> (u64, u64),
+        late: impl FnOnce(&mut M, u64, u64) -> Option<R>,
+    ) -> Option<R> {
+        if key(m) == (p.word, p.quiet_until) {
+            return None;
+        }
+        let mut result = None;
+        if p.word & 3 == GATE_CLOSED && p.word & GATE_QUIET_SUCCESS != 0 {
+            p.tag = p.tag.wrapping_add(1);
+            let n = self.quiet.retag(p.tag);
+            if n > 0 {
+                result = late(m, n, p.word >> GATE_GENERATION_SHIFT);
+            }
+        }
+        let (word, quiet_until) = key(m);
+        // The deadline first: a caller that sees the new word must not pair
+        // it with an older deadline.
+        if quiet_until != p.quiet_until {
+            self.line.quiet_until.store(quiet_until, Ordering::Release);
+        }
+        self.line.word.store(tagged(word, p.tag), Ordering::Release);
+        p.word = word;
+        p.quiet_until = quiet_until;
+        result
+    }
+}
+
+/// A closed word carries the tag; other words have no room for it and need
+/// none, since no quiet success is counted under them.
+fn tagged(word: u64, tag: u32) -> u64 {
+    if word & 3 == GATE_CLOSED {
+        word | (u64::from(tag) << GATE_TAG_SHIFT)
+    } else {
+        word
+    }
+}
+
+/// The protocol's entry points, public for the model checker's test
+/// (`tests/loom_gate.rs`) and only under `--cfg loom`.
+#[cfg(loom)]
+#[allow(missing_docs, missing_debug_implementations)]
+pub mod model {
+    use crate::machine::{GATE_CLOSED, GATE_GENERATION_SHIFT, GATE_OPEN, GATE_QUIET_SUCCESS};
+
+    /// Makes this thread count in slot `i` of every counter.
+    pub fn use_slot(i: usize) {
+        crate::counter::use_slot(i);
+    }
+
+    /// A closed word for `generation`, quiet or not.
+    pub fn closed(generation: u64, quiet: bool) -> u64 {
+        (generation << GATE_GENERATION_SHIFT)
+            | if quiet { GATE_QUIET_SUCCESS } else { 0 }
+            | GATE_CLOSED
+    }
+
+    /// An open word.
+    pub const OPEN: u64 = (1 << 40) | GATE_OPEN;
+
+    pub struct Gate(super::Gate);
+    pub struct Published(super::Published);
+
+    impl Gate {
+        pub fn new(word: u64) -> (Gate, Published) {
+            let (g, p) = super::Gate::new(word, u64::MAX);
+            (Gate(g), Published(p))
+        }
+
+        pub fn count_quiet(&self, generation: u64) -> bool {
+            self.0.count_quiet(generation, false, || 0)
+        }
+
+        pub fn take_quiet(&self, p: &Published) -> u64 {
+            self.0.take_quiet(&p.0)
+        }
+
+        pub fn publish<M, R>(
+            &self,
+            p: &mut Published,
+            m: &mut M,
+            word: impl Fn(&M) -> u64,
+            late: impl FnOnce(&mut M, u64, u64) -> Option<R>,
+        ) -> Option<R> {
+            self.0.publish(&mut p.0, m, |m| (word(m), u64::MAX), late)
+        }
+    }
+}

@@ -1,0 +1,7 @@
+//! The atomics the lock-free paths use: the standard library's, or the model
+//! checker's under `--cfg loom` (see `tests/loom_gate.rs`).
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
