@@ -212,6 +212,51 @@ fn an_authorized_override_is_applied_audited_and_shown() {
     assert_eq!(actions, [("force-open", "alice"), ("reset", "bob")]);
 }
 
+#[test]
+fn force_closed_with_an_expiry_is_applied_and_shows_until_when() {
+    let (registry, admin) = start();
+    let addr = admin.addr();
+    let answer = post(
+        addr,
+        "/breakers/news/force-closed",
+        bearer(),
+        r#"{"actor": "alice", "reason": "status page green", "expires_after": "30m"}"#,
+    );
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(answer.json()["action"], "force-closed");
+    assert_eq!(answer.json()["expires_after_seconds"], 1800.0);
+    assert_eq!(registry.get("news").unwrap().state(), State::ForcedClosed);
+    let shown = get(addr, "/breakers/news").json();
+    assert_eq!(shown["state"], "forced_closed");
+    assert_eq!(shown["override"]["actor"], "alice");
+    assert_eq!(shown["override"]["expires_in_seconds"], 1800.0);
+    // A critical breaker forced closed admits every call: ready.
+    registry.get("fx").unwrap().force_closed("bob", "x");
+    assert_eq!(get(addr, "/health").status, 200);
+}
+
+#[test]
+fn a_bad_expiry_gets_400_and_changes_nothing() {
+    let (registry, admin) = start();
+    for body in [
+        r#"{"actor": "a", "reason": "r", "expires_after": "30"}"#,
+        r#"{"actor": "a", "reason": "r", "expires_after": "soon"}"#,
+        r#"{"actor": "a", "reason": "r", "expires_after": "0s"}"#,
+        r#"{"actor": "a", "reason": "r", "expires_after": 30}"#,
+    ] {
+        let answer = post(admin.addr(), "/breakers/news/force-open", bearer(), body);
+        assert_eq!(answer.status, 400, "{body}: {}", answer.body);
+    }
+    let answer = post(
+        admin.addr(),
+        "/breakers/news/reset",
+        bearer(),
+        r#"{"actor": "a", "reason": "r", "expires_after": "1m"}"#,
+    );
+    assert_eq!(answer.status, 400);
+    unchanged(&registry);
+}
+
 /// Asserts that nothing changed: news still closed, no audit record.
 fn unchanged(registry: &Registry) {
     assert_eq!(registry.get("news").unwrap().state(), State::Closed);

@@ -87,6 +87,7 @@ fn check_breaker(expo: &Exposition, snap: &Snapshot, call_path: &str) {
         State::Open,
         State::HalfOpen,
         State::ForcedOpen,
+        State::ForcedClosed,
     ] {
         assert_eq!(
             sample(
@@ -143,6 +144,20 @@ fn check_breaker(expo: &Exposition, snap: &Snapshot, call_path: &str) {
         sample(expo, "fusebox_breaker_window_failure_ratio", &l),
         snap.failure_rate
     );
+    assert_eq!(
+        sample(expo, "fusebox_breaker_backoff_step", &l),
+        f64::from(snap.backoff_step)
+    );
+    assert_eq!(
+        sample(expo, "fusebox_breaker_flapping", &l),
+        if snap.flapping { 1.0 } else { 0.0 }
+    );
+    if let Some(d) = snap.override_remaining {
+        assert_eq!(
+            sample(expo, "fusebox_breaker_override_remaining_seconds", &l),
+            d.as_secs_f64()
+        );
+    }
 }
 
 #[test]
@@ -152,6 +167,7 @@ fn the_scrape_parses_and_matches_every_snapshot() {
     let sentiment = registry.breaker("sentiment", "vendor").unwrap();
     let ratings = registry.breaker("ratings", "timed").unwrap();
     registry.breaker("idle", "vendor").unwrap();
+    let held = registry.breaker("held", "vendor").unwrap();
 
     // news: two failures open it, a refusal is counted, 3 s pass.
     trip(&news, 2);
@@ -165,6 +181,15 @@ fn the_scrape_parses_and_matches_every_snapshot() {
     registry
         .force_open("sentiment", &Override::new("alice", "vendor maintenance"))
         .unwrap();
+    // held: forced closed for a minute; its failure counts in the totals
+    // only.
+    registry
+        .force_closed(
+            "held",
+            &Override::new("bob", "known transient").expires_after(60 * SEC),
+        )
+        .unwrap();
+    fail(&held).unwrap_err();
     // ratings: a full latency window gives it a percentile.
     succeed_after(&ratings, &mock, 300 * MS).unwrap();
     mock.increment(SEC);
@@ -172,7 +197,7 @@ fn the_scrape_parses_and_matches_every_snapshot() {
 
     let expo = scrape(&registry);
     let snaps = registry.snapshots();
-    assert_eq!(snaps.len(), 4);
+    assert_eq!(snaps.len(), 5);
     for snap in &snaps {
         let path = registry.get(&snap.name).unwrap().call_path();
         check_breaker(&expo, snap, path.as_str());
@@ -206,9 +231,26 @@ fn the_scrape_parses_and_matches_every_snapshot() {
             "fusebox_breaker_latency_percentile_seconds",
             &[("breaker", "ratings"), ("call_path", "ratings")]
         ),
-        snaps[2].latency_percentile.unwrap().as_secs_f64()
+        snaps[3].latency_percentile.unwrap().as_secs_f64()
     );
-    assert_eq!(&*snaps[2].name, "ratings");
+    assert_eq!(&*snaps[3].name, "ratings");
+    let held_labels = [("breaker", "held"), ("call_path", "alt_data")];
+    assert_eq!(sample(&expo, "fusebox_breaker_state", &held_labels), 4.0);
+    assert_eq!(
+        sample(
+            &expo,
+            "fusebox_breaker_override_remaining_seconds",
+            &held_labels
+        ),
+        58.5
+    );
+    assert_eq!(
+        expo.families["fusebox_breaker_override_remaining_seconds"]
+            .iter_samples()
+            .count(),
+        1,
+        "only the breaker with an expiring override"
+    );
 }
 
 #[test]

@@ -199,6 +199,41 @@ fn overrides_are_applied_and_audited_with_both_clocks() {
 }
 
 #[test]
+fn overrides_with_an_expiry_end_by_themselves_and_are_audited_with_it() {
+    let (registry, mock) = registry();
+    let news = registry.breaker("news", "vendor").unwrap();
+    let record = registry
+        .force_closed(
+            "news",
+            &Override::new("alice", "status page green").expires_after(10 * SEC),
+        )
+        .unwrap();
+    assert_eq!(record.action, Action::ForceClosed);
+    assert_eq!(record.expires_after, Some(10 * SEC));
+    assert_eq!(news.state(), State::ForcedClosed);
+    fail(&news).unwrap_err();
+    fail(&news).unwrap_err();
+    assert_eq!(news.state(), State::ForcedClosed, "failures do not count");
+    mock.increment(10 * SEC);
+    assert_eq!(registry.snapshots()[0].state, State::Closed);
+
+    let record = registry
+        .force_open(
+            "news",
+            &Override::new("bob", "maintenance").expires_after(SEC),
+        )
+        .unwrap();
+    assert_eq!(record.expires_after, Some(SEC));
+    assert_eq!(news.snapshot().override_remaining, Some(SEC));
+    // A reset has no expiry, whatever the request says.
+    let record = registry
+        .reset("news", &Override::new("carol", "done").expires_after(SEC))
+        .unwrap();
+    assert_eq!(record.expires_after, None);
+    assert_eq!(news.state(), State::Closed);
+}
+
+#[test]
 fn an_override_of_an_unknown_breaker_changes_nothing() {
     let (registry, _mock) = registry();
     registry.breaker("news", "vendor").unwrap();
@@ -240,6 +275,11 @@ fn a_critical_breaker_that_refuses_calls_makes_the_process_unready() {
     registry.set_critical("fx", true).unwrap();
     trip(&news, 2);
     assert!(registry.unready().is_empty(), "news is not critical");
+    fx.force_closed("ops", "drill");
+    assert!(
+        registry.unready().is_empty(),
+        "forced closed admits every call"
+    );
     fx.force_open("ops", "drill");
     assert_eq!(registry.unready(), ["fx"]);
     assert!(registry.is_critical("fx"));

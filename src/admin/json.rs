@@ -29,7 +29,10 @@ pub(crate) struct BreakerJson {
     latency_percentile_seconds: Option<f64>,
     latency_breaches: u32,
     last_transition: Option<ChangeJson>,
-    /// Who overrode the breaker, why, and since when, while it is forced.
+    flapping: bool,
+    backoff_step: u32,
+    /// Who overrode the breaker, why, since when and until when, while it
+    /// is forced.
     #[serde(rename = "override")]
     override_: Option<OverrideJson>,
 }
@@ -59,6 +62,8 @@ struct OverrideJson {
     actor: String,
     reason: String,
     since_seconds_ago: f64,
+    /// `None`: until the next override.
+    expires_in_seconds: Option<f64>,
 }
 
 impl BreakerJson {
@@ -66,7 +71,9 @@ impl BreakerJson {
         let t = &snap.totals;
         let override_ = snap.last_transition.as_ref().and_then(|c| {
             let (actor, note) = match &c.reason {
-                Reason::ForcedOpen { actor, note } => (actor, note),
+                Reason::ForcedOpen { actor, note } | Reason::ForcedClosed { actor, note } => {
+                    (actor, note)
+                }
                 _ => return None,
             };
             (c.to == snap.state).then(|| OverrideJson {
@@ -74,6 +81,7 @@ impl BreakerJson {
                 actor: actor.to_string(),
                 reason: note.to_string(),
                 since_seconds_ago: snap.time_in_state.as_secs_f64(),
+                expires_in_seconds: snap.override_remaining.map(|d| d.as_secs_f64()),
             })
         });
         BreakerJson {
@@ -109,6 +117,8 @@ impl BreakerJson {
                 actor: c.reason.actor().map(str::to_owned),
                 seq: c.seq,
             }),
+            flapping: snap.flapping,
+            backoff_step: snap.backoff_step,
             override_,
         }
     }

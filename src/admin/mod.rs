@@ -9,8 +9,9 @@
 //! | `GET /breakers/{name}` | one breaker's snapshot, or 404 |
 //! | `GET /health` | 200 when ready, 503 while a breaker marked critical refuses calls |
 //! | `GET /audit` | the registry's audit trail, oldest first |
-//! | `POST /breakers/{name}/force-open` | forces it open; the body is `{"actor": "...", "reason": "..."}` |
-//! | `POST /breakers/{name}/reset` | returns it to normal operation; same body |
+//! | `POST /breakers/{name}/force-open` | forces it open; the body is `{"actor": "...", "reason": "...", "expires_after": "30m"}` (`expires_after` optional) |
+//! | `POST /breakers/{name}/force-closed` | forces it closed; same body |
+//! | `POST /breakers/{name}/reset` | returns it to normal operation; the body without `expires_after` |
 //!
 //! A mutation without the right `Authorization: Bearer <token>` gets 401, an
 //! unknown breaker 404, a malformed body 400 and a body over the limit 413;

@@ -6,6 +6,7 @@ use serde::Deserialize;
 use super::http::{Conn, Head, ReadError, Reply};
 use super::json::{AuditJson, BreakerJson};
 use super::Shared;
+use crate::registry::duration::parse as parse_duration;
 use crate::registry::{Action, Override};
 
 /// The most bytes allowed in an override's actor or reason.
@@ -16,6 +17,9 @@ const MAX_TEXT: usize = 512;
 struct OverrideBody {
     actor: String,
     reason: String,
+    /// A duration such as "30m", after which a forced state ends by itself.
+    #[serde(default)]
+    expires_after: Option<String>,
 }
 
 /// Answers one request. The body, if any, is read only once the request is
@@ -103,6 +107,7 @@ pub(crate) fn route(shared: &Shared, head: &Head, conn: &mut Conn) -> Reply {
 fn action_of(segment: &str) -> Option<Action> {
     match segment {
         "force-open" => Some(Action::ForceOpen),
+        "force-closed" => Some(Action::ForceClosed),
         "reset" => Some(Action::Reset),
         _ => None,
     }
@@ -142,9 +147,24 @@ fn mutate(shared: &Shared, head: &Head, conn: &mut Conn, name: &str, action: Act
             );
         }
     }
-    let request = Override::new(request.actor, request.reason);
+    let expiry = match (&request.expires_after, action) {
+        (None, _) => None,
+        (Some(_), Action::Reset) => {
+            return Reply::error(400, "`expires_after` is for force-open and force-closed")
+        }
+        (Some(text), _) => match parse_duration(text) {
+            Ok(d) if !d.is_zero() => Some(d),
+            Ok(_) => return Reply::error(400, "`expires_after` must be greater than zero"),
+            Err(why) => return Reply::error(400, &format!("`expires_after`: {why}")),
+        },
+    };
+    let mut request = Override::new(request.actor, request.reason);
+    if let Some(d) = expiry {
+        request = request.expires_after(d);
+    }
     let result = match action {
         Action::ForceOpen => shared.registry.force_open(name, &request),
+        Action::ForceClosed => shared.registry.force_closed(name, &request),
         Action::Reset => shared.registry.reset(name, &request),
     };
     match result {

@@ -93,6 +93,8 @@ struct Settings {
     half_open_max_calls: Option<u32>,
     half_open_success_threshold: Option<u32>,
     max_probe_duration: Option<Human>,
+    flapping_trips: Option<OrOff<u32>>,
+    flapping_window: Option<Human>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -327,6 +329,12 @@ impl Loader {
         if let Some(Human(d)) = s.max_probe_duration {
             b = b.max_probe_duration(d);
         }
+        if let Some(v) = s.flapping_trips {
+            b = b.flapping_trips(v.into_option());
+        }
+        if let Some(Human(d)) = s.flapping_window {
+            b = b.flapping_window(d);
+        }
         Ok(b)
     }
 }
@@ -356,6 +364,8 @@ impl Settings {
             half_open_max_calls,
             half_open_success_threshold,
             max_probe_duration,
+            flapping_trips,
+            flapping_window,
         } = self;
         call_path.is_some()
             || classifier.is_some()
@@ -375,6 +385,8 @@ impl Settings {
             || half_open_max_calls.is_some()
             || half_open_success_threshold.is_some()
             || max_probe_duration.is_some()
+            || flapping_trips.is_some()
+            || flapping_window.is_some()
     }
 }
 

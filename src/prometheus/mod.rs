@@ -7,7 +7,7 @@
 //!
 //! | metric | type | meaning |
 //! |---|---|---|
-//! | `fusebox_breaker_state` | gauge | 0 closed, 1 open, 2 half-open, 3 forced open |
+//! | `fusebox_breaker_state` | gauge | 0 closed, 1 open, 2 half-open, 3 forced open, 4 forced closed |
 //! | `fusebox_breaker_in_state{state}` | gauge | 1 for the current state, 0 for the others (a state set) |
 //! | `fusebox_breaker_calls_total{outcome}` | counter | calls by outcome: `success`, `failure`, `ignored` |
 //! | `fusebox_breaker_slow_calls_total` | counter | successful calls slower than `slow_call_duration` |
@@ -15,10 +15,13 @@
 //! | `fusebox_breaker_trips_total` | counter | times the breaker opened on its own |
 //! | `fusebox_breaker_probes_in_flight` | gauge | half-open probes out |
 //! | `fusebox_breaker_open_duration_seconds` | gauge | length of the current open period (0 when closed) |
+//! | `fusebox_breaker_backoff_step` | gauge | times in a row the open period has grown (0 on an outage's first) |
 //! | `fusebox_breaker_retry_after_seconds` | gauge | while open, time until a probe may go (0 otherwise) |
 //! | `fusebox_breaker_time_in_state_seconds` | gauge | time since the last state change |
 //! | `fusebox_breaker_consecutive_failures` | gauge | the current run of failures |
 //! | `fusebox_breaker_window_failure_ratio` | gauge | failures over calls in the sliding window |
+//! | `fusebox_breaker_flapping` | gauge | 1 while `flapping_trips` trips lie within `flapping_window` |
+//! | `fusebox_breaker_override_remaining_seconds` | gauge | while an override with an expiry holds it, time until it ends (only such breakers) |
 //! | `fusebox_breaker_latency_percentile_seconds` | gauge | the latency policy's percentile in its last full window (only breakers that have one) |
 //!
 //! With the `isolation` feature, the bulkheads and dead-letter buffers
@@ -70,11 +73,12 @@ use crate::registry::Registry;
 use crate::{Snapshot, State};
 
 /// Every state, in gauge order.
-const STATES: [State; 4] = [
+const STATES: [State; 5] = [
     State::Closed,
     State::Open,
     State::HalfOpen,
     State::ForcedOpen,
+    State::ForcedClosed,
 ];
 
 /// A `prometheus-client` collector that reads a [`Registry`]'s snapshots at
@@ -198,7 +202,7 @@ fn breakers(registry: &Registry, encoder: &mut DescriptorEncoder<'_>) -> Result<
         e,
         &rows,
         "fusebox_breaker_state",
-        "Breaker state: 0 closed, 1 open, 2 half-open, 3 forced open.",
+        "Breaker state: 0 closed, 1 open, 2 half-open, 3 forced open, 4 forced closed.",
         None,
         |s| Some(f64::from(s.state.as_gauge())),
     )?;
@@ -277,6 +281,30 @@ fn breakers(registry: &Registry, encoder: &mut DescriptorEncoder<'_>) -> Result<
         "Length of the current open period (0 when closed).",
         Some(&secs),
         |s| Some(s.open_duration.as_secs_f64()),
+    )?;
+    gauges(
+        e,
+        &rows,
+        "fusebox_breaker_backoff_step",
+        "Times in a row the open period has grown.",
+        None,
+        |s| Some(f64::from(s.backoff_step)),
+    )?;
+    gauges(
+        e,
+        &rows,
+        "fusebox_breaker_flapping",
+        "1 while flapping_trips trips lie within flapping_window.",
+        None,
+        |s| Some(f64::from(u8::from(s.flapping))),
+    )?;
+    gauges(
+        e,
+        &rows,
+        "fusebox_breaker_override_remaining",
+        "Time until an operator override with an expiry ends.",
+        Some(&secs),
+        |s| s.override_remaining.map(|d| d.as_secs_f64()),
     )?;
     gauges(
         e,

@@ -11,6 +11,9 @@ use std::time::{Duration, SystemTime};
 pub enum Action {
     /// Forced it open: every call refused.
     ForceOpen,
+    /// Forced it closed: every call admitted, failures not counted against
+    /// it.
+    ForceClosed,
     /// Returned it to normal operation, closed, with its counters cleared.
     Reset,
 }
@@ -20,6 +23,7 @@ impl Action {
     pub const fn as_str(self) -> &'static str {
         match self {
             Action::ForceOpen => "force-open",
+            Action::ForceClosed => "force-closed",
             Action::Reset => "reset",
         }
     }
@@ -63,6 +67,7 @@ impl fmt::Display for AuditRecord {
             self.actor,
             match self.action {
                 Action::ForceOpen => "forced open",
+                Action::ForceClosed => "forced closed",
                 Action::Reset => "reset",
             },
             self.breaker,

@@ -28,6 +28,8 @@
 //! admin thread and the application can hold the same registry.
 
 mod audit;
+#[cfg_attr(not(any(feature = "serde", feature = "admin")), allow(dead_code))]
+pub(crate) mod duration;
 mod error;
 #[cfg(feature = "isolation")]
 mod isolation;
@@ -35,7 +37,7 @@ mod isolation;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use parking_lot::{Mutex, RwLock};
 
@@ -103,11 +105,13 @@ impl fmt::Display for Origin {
     }
 }
 
-/// An operator's request to override a breaker: who asks and why.
+/// An operator's request to override a breaker: who asks, why, and for how
+/// long.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Override {
     actor: Arc<str>,
     reason: Arc<str>,
+    expires_after: Option<Duration>,
 }
 
 impl Override {
@@ -117,7 +121,22 @@ impl Override {
         Override {
             actor: actor.into(),
             reason: reason.into(),
+            expires_after: None,
         }
+    }
+
+    /// Ends a forced state by itself after `lasting` (on the breaker's
+    /// clock): the breaker returns to normal operation, closed with cleared
+    /// counters. Without it, a forced state lasts until the next override.
+    /// A reset ignores it.
+    pub fn expires_after(mut self, lasting: Duration) -> Self {
+        self.expires_after = Some(lasting);
+        self
+    }
+
+    /// How long a forced state lasts, if it ends by itself.
+    pub fn expiry(&self) -> Option<Duration> {
+        self.expires_after
     }
 
     /// Who asked.
@@ -341,7 +360,8 @@ impl Registry {
     }
 
     /// The critical breakers that are refusing calls (open, half-open or
-    /// forced open), in name order: empty when the process is ready.
+    /// forced open; forced closed admits every call), in name order: empty
+    /// when the process is ready.
     pub fn unready(&self) -> Vec<String> {
         let critical: Vec<Breaker> = self
             .inner
@@ -368,6 +388,21 @@ impl Registry {
         self.apply(name, Action::ForceOpen, request)
     }
 
+    /// Forces the breaker called `name` closed (see
+    /// [`Breaker::force_closed`]) and records who asked and why in the audit
+    /// trail.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::UnknownBreaker`]; nothing changes.
+    pub fn force_closed(
+        &self,
+        name: &str,
+        request: &Override,
+    ) -> Result<AuditRecord, RegistryError> {
+        self.apply(name, Action::ForceClosed, request)
+    }
+
     /// Returns the breaker called `name` to normal operation, closed with
     /// its counters cleared (see [`Breaker::reset`]), and records who asked
     /// and why in the audit trail.
@@ -391,9 +426,17 @@ impl Registry {
                 name: name.to_owned(),
             })?;
         let wall_time = SystemTime::now();
-        match action {
-            Action::ForceOpen => breaker.force_open(&request.actor, &request.reason),
-            Action::Reset => breaker.reset(&request.actor, &request.reason),
+        let (actor, reason) = (&request.actor, &request.reason);
+        let expires_after = match action {
+            Action::Reset => None,
+            _ => request.expires_after,
+        };
+        match (action, expires_after) {
+            (Action::ForceOpen, None) => breaker.force_open(actor, reason),
+            (Action::ForceOpen, Some(d)) => breaker.force_open_for(actor, reason, d),
+            (Action::ForceClosed, None) => breaker.force_closed(actor, reason),
+            (Action::ForceClosed, Some(d)) => breaker.force_closed_for(actor, reason, d),
+            (Action::Reset, _) => breaker.reset(actor, reason),
         }
         // The override's own instant on the breaker's clock, as its state
         // change recorded it.
@@ -410,7 +453,7 @@ impl Registry {
                 action,
                 actor: Arc::clone(&request.actor),
                 reason: Arc::clone(&request.reason),
-                expires_after: None,
+                expires_after,
                 wall_time,
                 at,
             };
@@ -430,7 +473,7 @@ impl Registry {
 
 /// Whether a breaker in `state` refuses (most) calls.
 fn refuses_calls(state: crate::State) -> bool {
-    !matches!(state, crate::State::Closed)
+    !matches!(state, crate::State::Closed | crate::State::ForcedClosed)
 }
 
 impl fmt::Debug for Registry {
