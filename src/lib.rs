@@ -132,6 +132,11 @@
     not(feature = "http"),
     doc = "[`http`]: https://docs.rs/fusebox/latest/fusebox/http/"
 )]
+#![cfg_attr(feature = "isolation", doc = "[`isolation`]: crate::isolation")]
+#![cfg_attr(
+    not(feature = "isolation"),
+    doc = "[`isolation`]: https://docs.rs/fusebox/latest/fusebox/isolation/"
+)]
 #![cfg_attr(feature = "registry", doc = "[`registry`]: crate::registry")]
 #![cfg_attr(
     not(feature = "registry"),
