@@ -356,6 +356,20 @@ fn an_oversized_body_gets_413_unread_and_changes_nothing() {
 }
 
 #[test]
+fn an_oversized_head_gets_431() {
+    let (registry, admin) = start();
+    let long = format!(
+        "GET /health HTTP/1.1\r\nHost: x\r\nX-Filler: {}\r\n\r\n",
+        "a".repeat(9_000)
+    );
+    assert_eq!(exchange(admin.addr(), long.as_bytes()).status, 431);
+    let many: String = (0..40).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let many = format!("GET /health HTTP/1.1\r\nHost: x\r\n{many}\r\n");
+    assert_eq!(exchange(admin.addr(), many.as_bytes()).status, 431);
+    unchanged(&registry);
+}
+
+#[test]
 fn a_wrong_method_gets_405() {
     let (registry, admin) = start();
     let addr = admin.addr();

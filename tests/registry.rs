@@ -4,6 +4,25 @@
 
 mod common;
 
+/// Log lines, to check that overrides are logged at warn. The only logger
+/// of this test binary.
+struct Capture(std::sync::Mutex<Vec<(log::Level, String)>>);
+
+impl log::Log for Capture {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+    fn log(&self, record: &log::Record<'_>) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((record.level(), record.args().to_string()));
+    }
+    fn flush(&self) {}
+}
+
+static LOGS: Capture = Capture(std::sync::Mutex::new(Vec::new()));
+
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -164,6 +183,8 @@ fn iteration_and_snapshots_cover_every_breaker_in_name_order() {
 
 #[test]
 fn overrides_are_applied_and_audited_with_both_clocks() {
+    let _ = log::set_logger(&LOGS);
+    log::set_max_level(log::LevelFilter::Trace);
     let (registry, mock) = registry();
     let news = registry.breaker("news", "vendor").unwrap();
     mock.increment(5 * SEC);
@@ -188,6 +209,21 @@ fn overrides_are_applied_and_audited_with_both_clocks() {
         .unwrap();
     assert_eq!(news.state(), State::Closed);
     assert_eq!(reset.at.duration_since(record.at), SEC);
+    let logged: Vec<(log::Level, String)> = LOGS
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, l)| l.starts_with("override #"))
+        .cloned()
+        .collect();
+    assert!(
+        logged.contains(&(
+            log::Level::Warn,
+            "override #1: alice forced open breaker `news`: vendor maintenance".to_owned()
+        )),
+        "{logged:?}"
+    );
     let trail = registry.audit();
     assert_eq!(
         trail

@@ -164,6 +164,9 @@ impl Conn {
             let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
             let mut req = httparse::Request::new(&mut headers);
             match req.parse(&buf) {
+                Ok(httparse::Status::Complete(len)) if len > MAX_HEAD => {
+                    return Err(ReadError::Refuse(431, "the request head is too large"))
+                }
                 Ok(httparse::Status::Complete(len)) => {
                     let head = Self::read_head(&req)?;
                     self.leftover = buf[len..].to_vec();
