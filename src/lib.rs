@@ -123,6 +123,11 @@
     not(feature = "http"),
     doc = "[`http`]: https://docs.rs/fusebox/latest/fusebox/http/"
 )]
+#![cfg_attr(feature = "isolation", doc = "[`isolation`]: crate::isolation")]
+#![cfg_attr(
+    not(feature = "isolation"),
+    doc = "[`isolation`]: https://docs.rs/fusebox/latest/fusebox/isolation/"
+)]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations, unreachable_pub)]
