@@ -181,8 +181,11 @@ fn would_permit_never_consumes_a_probe_nor_moves_the_state() {
     for _ in 0..100 {
         assert!(b.would_permit());
     }
-    assert_eq!(b.state(), State::Open, "still open until a call is made");
-    assert_eq!(counters(&b.snapshot()), counters(&before));
+    // The state reads as a call made now would meet it: a probe would go.
+    assert_eq!(b.state(), State::HalfOpen);
+    let after = b.snapshot();
+    assert_eq!(after.probes_in_flight, 0, "but asking took no probe");
+    assert_eq!(counters(&after), counters(&before));
     let probe = b.try_acquire().expect("the probe is still there");
     assert!(probe.is_probe());
     probe.success();
@@ -212,12 +215,21 @@ fn would_permit_is_false_once_a_probe_has_overstayed() {
     trip(&b, 1);
     mock.increment(10 * SEC);
     let hung = b.try_acquire().unwrap();
+    let trips = b.snapshot().trips;
     assert!(b.would_permit(), "a second probe slot is free");
     mock.increment(5 * SEC);
     assert!(
         !b.would_permit(),
         "the next call would find the hung probe and reopen"
     );
-    assert_eq!(b.state(), State::HalfOpen, "but asking changed nothing");
+    // It reads as the next call would meet it (open again), but asking
+    // reopened nothing and took no probe.
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(b.snapshot().trips, trips, "asking reopened nothing");
+    assert!(
+        b.try_acquire().is_err(),
+        "the next call finds the hung probe"
+    );
+    assert_eq!(b.snapshot().trips, trips + 1, "and that call reopens it");
     drop(hung);
 }
