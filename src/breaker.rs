@@ -363,7 +363,13 @@ impl Breaker {
                     self.start(),
                 ));
             }
-            GATE_FORCED => return Err(self.refuse(State::ForcedOpen, None)),
+            GATE_FORCED => {
+                // Forced open until reset (0), or until an expiry.
+                let until = gate >> 2;
+                if until == 0 || self.inner.time.now() < until {
+                    return Err(self.refuse(State::ForcedOpen, None));
+                }
+            }
             GATE_OPEN => {
                 let now = self.inner.time.now();
                 let until = gate >> 2;
@@ -403,7 +409,7 @@ impl Breaker {
         let gate = self.inner.gate.word();
         match gate & 3 {
             GATE_CLOSED => true,
-            GATE_FORCED => false,
+            GATE_FORCED if gate >> 2 == 0 || self.inner.time.now() < gate >> 2 => false,
             GATE_OPEN if self.inner.time.now() < gate >> 2 => false,
             _ => {
                 let now = self.inner.time.now();
@@ -504,7 +510,8 @@ impl Breaker {
         let gate = self.inner.gate.word();
         match gate & 3 {
             GATE_CLOSED => State::Closed,
-            GATE_FORCED => State::ForcedOpen,
+            GATE_FORCED if gate >> 2 == 0 || self.inner.time.now() < gate >> 2 => State::ForcedOpen,
+            GATE_FORCED => State::Closed,
             GATE_OPEN if self.inner.time.now() < gate >> 2 => State::Open,
             GATE_OPEN => State::HalfOpen,
             _ => {
@@ -520,8 +527,17 @@ impl Breaker {
         let now = self.inner.time.now();
         let (v, last, dropped_changes, changed) = {
             let mut core = self.lock();
+            // An override past its expiry ends here if no call ended it.
+            let expired = core.machine.expire(now);
+            let expired = match expired {
+                Some(t) => {
+                    self.publish(&mut core, t);
+                    true
+                }
+                None => false,
+            };
             core.machine.slide(now);
-            let changed = self.sync_gate(&mut core);
+            let changed = self.sync_gate(&mut core) || expired;
             (
                 core.machine.view(now),
                 core.last.clone(),
@@ -558,6 +574,9 @@ impl Breaker {
             latency_breaches: v.latency_breaches,
             last_transition: last,
             dropped_changes,
+            backoff_step: v.backoff_step,
+            override_remaining: v.override_remaining.map(Duration::from_nanos),
+            flapping: v.flapping,
         }
     }
 
@@ -565,7 +584,39 @@ impl Breaker {
     /// and nothing probes. `actor` and `note` say who asked and why; they are
     /// in the state change and the snapshot.
     pub fn force_open(&self, actor: &str, note: &str) {
-        self.manual(|m, now| m.force_open(now, actor.into(), note.into()));
+        self.manual(|m, now| m.force_open(now, actor.into(), note.into(), None));
+    }
+
+    /// [`force_open`](Self::force_open) for `lasting`, after which the
+    /// breaker returns to normal operation by itself: closed, its counters
+    /// cleared as by a reset. The first call or snapshot at or after the
+    /// expiry ends the override, with [`Reason::OverrideExpired`]; until
+    /// then refusals stay lock-free, with one clock read more.
+    ///
+    /// [`Reason::OverrideExpired`]: crate::Reason::OverrideExpired
+    pub fn force_open_for(&self, actor: &str, note: &str, lasting: Duration) {
+        self.manual(|m, now| {
+            m.force_open(now, actor.into(), note.into(), Some(until(now, lasting)))
+        });
+    }
+
+    /// Closes the breaker until [`reset`](Self::reset), for a dependency
+    /// known to be good (one flapping on a transient the application
+    /// tolerates, or a vendor declared healthy by its own status page):
+    /// every call is admitted and no failure counts towards opening
+    /// (lifetime totals still count). `actor` and `note` say who asked and
+    /// why. While forced closed, each call takes one lock round trip.
+    pub fn force_closed(&self, actor: &str, note: &str) {
+        self.manual(|m, now| m.force_closed(now, actor.into(), note.into(), None));
+    }
+
+    /// [`force_closed`](Self::force_closed) for `lasting`, after which the
+    /// breaker returns to normal operation by itself, closed with cleared
+    /// counters.
+    pub fn force_closed_for(&self, actor: &str, note: &str, lasting: Duration) {
+        self.manual(|m, now| {
+            m.force_closed(now, actor.into(), note.into(), Some(until(now, lasting)))
+        });
     }
 
     /// Closes the breaker, clears its trip counters and returns the open
@@ -775,9 +826,21 @@ impl Inner {
     /// later delivery).
     fn deliver(&self, change: &StateChange) {
         let _ = catch_unwind(AssertUnwindSafe(|| match change.to {
-            State::Open | State::ForcedOpen => log::warn!("{change}"),
+            State::Open | State::ForcedOpen | State::ForcedClosed => log::warn!("{change}"),
             State::Closed | State::HalfOpen => log::info!("{change}"),
         }));
+        if change.from == State::Closed && change.to == State::Open {
+            let now = self.time.now();
+            let flapping = self.core.lock().machine.flapping_rule(now);
+            if let Some((trips, window)) = flapping {
+                let _ = catch_unwind(AssertUnwindSafe(|| {
+                    log::warn!(
+                        "breaker `{}` is flapping: {trips} trips within {window:?} (docs/tuning.md says what to change)",
+                        change.breaker
+                    )
+                }));
+            }
+        }
         if let Some(cb) = &self.on_change {
             if catch_unwind(AssertUnwindSafe(|| cb(change))).is_err() {
                 let _ = catch_unwind(AssertUnwindSafe(|| {
@@ -817,6 +880,11 @@ impl Handoff for Inner {
         self.deliver_up_to(credits);
         self.let_go();
     }
+}
+
+/// The instant `lasting` after `now`, in clock nanoseconds.
+fn until(now: u64, lasting: Duration) -> u64 {
+    now.saturating_add(lasting.as_nanos().min(u128::from(u64::MAX >> 2)) as u64)
 }
 
 impl fmt::Debug for Breaker {

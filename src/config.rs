@@ -27,6 +27,8 @@ pub(crate) struct Settings {
     pub(crate) half_open_success_threshold: u32,
     pub(crate) max_probe_duration: Duration,
     pub(crate) latency_trip: Option<LatencyTrip>,
+    pub(crate) flapping_trips: Option<u32>,
+    pub(crate) flapping_window: Duration,
 }
 
 impl Settings {
@@ -58,6 +60,8 @@ impl Default for Settings {
             half_open_success_threshold: 1,
             max_probe_duration: Duration::from_secs(30),
             latency_trip: None,
+            flapping_trips: Some(3),
+            flapping_window: Duration::from_secs(600),
         }
     }
 }
@@ -92,6 +96,8 @@ impl Default for Settings {
 /// | `half_open_max_calls` | 1 | probes out at once while half-open |
 /// | `half_open_success_threshold` | 1 | probe successes in a row that close it |
 /// | `max_probe_duration` | 30 s | a probe that has not reported back by then counts as failed |
+/// | `flapping_trips` | `Some(3)` | trips within `flapping_window` that mark the breaker as flapping (a signal only) |
+/// | `flapping_window` | 10 min | the window `flapping_trips` looks at |
 /// | `clock` | `quanta::Clock::new()`, read directly on every decision | the monotonic clock; tests pass `quanta::Clock::mock()` |
 /// | `on_state_change` | none | a callback run after every state change, outside the lock |
 /// | `delivery` | [`Delivery::Caller`] | which thread runs the callback, subscribers and log lines |
@@ -250,6 +256,15 @@ impl<T> BreakerBuilder<T> {
     setter!(
         /// How long a probe may stay out before it counts as failed.
         max_probe_duration: Duration => max_probe_duration);
+    setter!(
+        /// Trips (openings from closed) within `flapping_window` that mark
+        /// the breaker as flapping, or `None` for off. Flapping changes no
+        /// decision: it shows in the snapshot and metrics and is logged at
+        /// warn. Between 2 and 64.
+        flapping_trips: into u32 => flapping_trips);
+    setter!(
+        /// The window `flapping_trips` looks at.
+        flapping_window: Duration => flapping_window);
 
     /// The same settings, building the other kind of thing.
     fn retarget<U>(self) -> BreakerBuilder<U> {
@@ -384,6 +399,20 @@ impl<T> BreakerBuilder<T> {
             !s.max_probe_duration.is_zero(),
             "must be greater than zero",
             format_args!("{:?}", s.max_probe_duration),
+        )?;
+        if let Some(n) = s.flapping_trips {
+            check(
+                "flapping_trips",
+                (2..=64).contains(&n),
+                "must be between 2 and 64 (or None)",
+                n,
+            )?;
+        }
+        check(
+            "flapping_window",
+            s.flapping_window >= Duration::from_millis(1),
+            "must be at least 1 ms",
+            format_args!("{:?}", s.flapping_window),
         )?;
         let any_condition =
             s.failure_threshold.is_some() || s.uses_window() || s.latency_trip.is_some();

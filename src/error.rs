@@ -36,7 +36,7 @@ impl Rejected {
         let code = match state {
             State::Open => 0,
             State::HalfOpen => 1,
-            State::ForcedOpen | State::Closed => 2,
+            State::ForcedOpen | State::Closed | State::ForcedClosed => 2,
         };
         let retry = retry_after.map_or(NO_RETRY, |n| n.min(NO_RETRY - 1));
         Rejected {

@@ -78,6 +78,16 @@ pub enum Reason {
         /// Why.
         note: Arc<str>,
     },
+    /// An operator forced the breaker closed.
+    ForcedClosed {
+        /// Who asked.
+        actor: Arc<str>,
+        /// Why.
+        note: Arc<str>,
+    },
+    /// An operator override (forced open or closed) reached the end of the
+    /// time it was given, and the breaker returned to normal operation.
+    OverrideExpired,
     /// An operator reset the breaker.
     Reset {
         /// Who asked.
@@ -91,7 +101,9 @@ impl Reason {
     /// The operator who caused the change, for manual overrides.
     pub fn actor(&self) -> Option<&str> {
         match self {
-            Reason::ForcedOpen { actor, .. } | Reason::Reset { actor, .. } => Some(actor),
+            Reason::ForcedOpen { actor, .. }
+            | Reason::ForcedClosed { actor, .. }
+            | Reason::Reset { actor, .. } => Some(actor),
             _ => None,
         }
     }
@@ -129,6 +141,8 @@ impl fmt::Display for Reason {
             Reason::ProbeSlow { elapsed } => write!(f, "probe was slow ({})", Millis(*elapsed)),
             Reason::ProbeExpired => f.write_str("probe did not report back in time"),
             Reason::ForcedOpen { actor, note } => write!(f, "forced open by {actor}: {note}"),
+            Reason::ForcedClosed { actor, note } => write!(f, "forced closed by {actor}: {note}"),
+            Reason::OverrideExpired => f.write_str("the operator override expired"),
             Reason::Reset { actor, note } => write!(f, "reset by {actor}: {note}"),
         }
     }

@@ -115,6 +115,15 @@
 //! - `anyhow`: classifiers and the search for inner breakers' refusals see
 //!   inside `anyhow::Error` (its context chain included) in
 //!   [`Breaker::call_any`].
+//! - `registry`: [`registry`], named breakers made from named
+//!   templates, with overrides recorded in an audit trail. No dependencies.
+//! - `prometheus`: the registry's metrics on the `prometheus-client` crate,
+//!   read from snapshots at scrape time.
+//! - `serde`: a registry's templates and breakers from TOML, or anything
+//!   serde reads, with human durations (`config_file`).
+//! - `admin`: a small HTTP endpoint on its own threads, for metrics, JSON
+//!   snapshots, a readiness probe, the audit trail and audited overrides
+//!   behind a bearer token (`admin`).
 //!
 // The `http` module exists only with its feature: link to it, or to its
 // published docs when the crate is documented without it.
@@ -128,16 +137,25 @@
     not(feature = "isolation"),
     doc = "[`isolation`]: https://docs.rs/fusebox/latest/fusebox/isolation/"
 )]
+#![cfg_attr(feature = "registry", doc = "[`registry`]: crate::registry")]
+#![cfg_attr(
+    not(feature = "registry"),
+    doc = "[`registry`]: https://docs.rs/fusebox/latest/fusebox/registry/"
+)]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations, unreachable_pub)]
 
+#[cfg(feature = "admin")]
+pub mod admin;
 mod backoff;
 mod breaker;
 mod call_path;
 mod classify;
 mod clock;
 mod config;
+#[cfg(feature = "serde")]
+pub mod config_file;
 mod counter;
 mod error;
 mod events;
@@ -151,6 +169,10 @@ mod machine;
 mod name;
 mod notifier;
 mod permit;
+#[cfg(feature = "prometheus")]
+pub mod prometheus;
+#[cfg(feature = "registry")]
+pub mod registry;
 mod snapshot;
 mod state;
 mod sync;

@@ -61,7 +61,9 @@ pub(crate) struct Totals {
 
 // The gate: one word that lets the hot path decide without the lock.
 // Low two bits are the state. Open: the rest is the end of the open period in
-// nanoseconds. Closed: bit 2 is GATE_QUIET_SUCCESS, bits 3 to 34 are left
+// nanoseconds. Forced open: the rest is when the override expires (0: never).
+// Forced closed publishes the half-open word: every call takes the lock,
+// where the override's expiry is checked. Closed: bit 2 is GATE_QUIET_SUCCESS, bits 3 to 34 are left
 // for the tag the breaker adds (`src/gate.rs`), bits 35 to 63 the generation.
 //
 // A quiet success is one that changes nothing but counts: no failure run to
@@ -112,6 +114,11 @@ pub(crate) struct Machine {
     rng: Rng,
     totals: Totals,
     trips: u64,
+    /// When an operator override ends by itself, if it does.
+    override_until: Option<u64>,
+    /// The instants of the latest trips, a ring of `flapping_trips` slots.
+    recent_trips: Box<[u64]>,
+    next_trip_slot: usize,
 }
 
 /// Everything the snapshot reads from the machine, at one instant.
@@ -130,6 +137,9 @@ pub(crate) struct View {
     pub(crate) probes_in_flight: u32,
     pub(crate) latency_percentile: Option<Duration>,
     pub(crate) latency_breaches: u32,
+    pub(crate) backoff_step: u32,
+    pub(crate) override_remaining: Option<u64>,
+    pub(crate) flapping: bool,
 }
 
 impl Machine {
@@ -148,6 +158,9 @@ impl Machine {
                 .then(|| Window::new(nanos(s.failure_window))),
             latency: s.latency_trip.clone().map(|p| LatencyWindow::new(p, now)),
             probes: vec![None; s.half_open_max_calls as usize].into_boxed_slice(),
+            recent_trips: vec![u64::MAX; s.flapping_trips.unwrap_or(0) as usize].into_boxed_slice(),
+            next_trip_slot: 0,
+            override_until: None,
             s,
             state: State::Closed,
             entered_at: now,
@@ -177,8 +190,10 @@ impl Machine {
                     }
                     | GATE_CLOSED
             }
-            State::HalfOpen => GATE_HALF_OPEN,
-            State::ForcedOpen => GATE_FORCED,
+            State::HalfOpen | State::ForcedClosed => GATE_HALF_OPEN,
+            State::ForcedOpen => {
+                (self.override_until.map_or(0, |u| u.clamp(1, u64::MAX >> 2)) << 2) | GATE_FORCED
+            }
             State::Open => (self.open_until.min(u64::MAX >> 2) << 2) | GATE_OPEN,
         }
     }
@@ -225,8 +240,11 @@ impl Machine {
 
     /// Decides whether a call may go at `now`.
     pub(crate) fn admit(&mut self, now: u64) -> (Admit, Option<Transition>) {
+        if let Some(t) = self.expire(now) {
+            return (self.admit(now).0, Some(t));
+        }
         match self.state {
-            State::Closed => (
+            State::Closed | State::ForcedClosed => (
                 Admit::Go(Ticket::Closed {
                     generation: self.generation,
                 }),
@@ -253,8 +271,8 @@ impl Machine {
     /// Whether `admit(now)` would admit a call, changing nothing.
     pub(crate) fn would_admit(&self, now: u64) -> bool {
         match self.state {
-            State::Closed => true,
-            State::ForcedOpen => false,
+            State::Closed | State::ForcedClosed => true,
+            State::ForcedOpen => self.override_expired(now),
             State::Open => now >= self.open_until,
             State::HalfOpen => {
                 !self.probes.iter().flatten().any(|p| p.deadline <= now)
@@ -295,6 +313,9 @@ impl Machine {
         outcome: Verdict,
         elapsed: u64,
     ) -> Option<Transition> {
+        // An expired override first: the call then belongs to the period
+        // that ended and counts in the totals only.
+        let expired = self.expire(now);
         let slow = outcome == Verdict::Success && self.slow_after.is_some_and(|d| elapsed > d);
         let t = &mut self.totals;
         t.calls += 1;
@@ -307,8 +328,8 @@ impl Machine {
         // Admitted before the state last changed: it counts in the totals
         // only. In particular a straggler's request to back off must not
         // lengthen an outage it was not part of.
-        if !self.is_current(ticket) {
-            return None;
+        if expired.is_some() || !self.is_current(ticket) {
+            return expired;
         }
         if let Verdict::Throttled(d) = outcome {
             // `max_open_duration` is the ceiling of every open period, one
@@ -466,7 +487,29 @@ impl Machine {
     /// Closed -> Open: the first open period of an outage.
     fn trip(&mut self, now: u64, reason: Reason) -> Transition {
         self.reopens = 0;
+        if !self.recent_trips.is_empty() {
+            self.recent_trips[self.next_trip_slot] = now;
+            self.next_trip_slot = (self.next_trip_slot + 1) % self.recent_trips.len();
+        }
         self.open(now, reason)
+    }
+
+    /// `(flapping_trips, flapping_window)` when the breaker is flapping at
+    /// `now`.
+    pub(crate) fn flapping_rule(&self, now: u64) -> Option<(u32, Duration)> {
+        self.flapping(now)
+            .then_some((self.recent_trips.len() as u32, self.s.flapping_window))
+    }
+
+    /// Whether `flapping_trips` trips happened within the `flapping_window`
+    /// that ends at `now`.
+    fn flapping(&self, now: u64) -> bool {
+        let window = nanos(self.s.flapping_window);
+        !self.recent_trips.is_empty()
+            && self
+                .recent_trips
+                .iter()
+                .all(|&t| t <= now && now - t <= window)
     }
 
     /// HalfOpen -> Open: a longer open period.
@@ -530,15 +573,53 @@ impl Machine {
         t
     }
 
-    /// An operator opens the breaker until reset.
-    pub(crate) fn force_open(&mut self, now: u64, actor: Arc<str>, note: Arc<str>) -> Transition {
+    /// An operator opens the breaker until reset, or until `until`.
+    pub(crate) fn force_open(
+        &mut self,
+        now: u64,
+        actor: Arc<str>,
+        note: Arc<str>,
+        until: Option<u64>,
+    ) -> Transition {
         self.open_period = 0;
+        self.override_until = until;
         self.enter(now, State::ForcedOpen, Reason::ForcedOpen { actor, note })
+    }
+
+    /// An operator closes the breaker until reset, or until `until`: calls
+    /// are admitted and their outcomes go to the totals only.
+    pub(crate) fn force_closed(
+        &mut self,
+        now: u64,
+        actor: Arc<str>,
+        note: Arc<str>,
+        until: Option<u64>,
+    ) -> Transition {
+        let mut t = self.close(now, Reason::ForcedClosed { actor, note });
+        self.state = State::ForcedClosed;
+        t.to = State::ForcedClosed;
+        self.override_until = until;
+        t
+    }
+
+    fn override_expired(&self, now: u64) -> bool {
+        self.state.is_forced() && self.override_until.is_some_and(|u| now >= u)
+    }
+
+    /// Ends an override whose time is up: back to closed, with the counters
+    /// cleared as by a reset.
+    pub(crate) fn expire(&mut self, now: u64) -> Option<Transition> {
+        if !self.override_expired(now) {
+            return None;
+        }
+        self.override_until = None;
+        Some(self.close(now, Reason::OverrideExpired))
     }
 
     /// An operator closes the breaker, clearing the trip counters and the
     /// backoff. Lifetime totals are kept.
     pub(crate) fn reset(&mut self, now: u64, actor: Arc<str>, note: Arc<str>) -> Transition {
+        self.override_until = None;
         self.close(now, Reason::Reset { actor, note })
     }
 
@@ -612,6 +693,7 @@ impl Machine {
         match self.state {
             State::Open if now >= self.open_until => State::HalfOpen,
             State::HalfOpen if self.a_probe_expired(now) => State::Open,
+            _ if self.override_expired(now) => State::Closed,
             s => s,
         }
     }
@@ -639,6 +721,12 @@ impl Machine {
             probes_in_flight: self.probes.iter().flatten().count() as u32,
             latency_percentile: self.latency.as_ref().and_then(|l| l.last_percentile()),
             latency_breaches: self.latency.as_ref().map_or(0, |l| l.breaches()),
+            backoff_step: self.reopens,
+            override_remaining: self
+                .override_until
+                .filter(|_| self.state.is_forced())
+                .map(|u| u.saturating_sub(now)),
+            flapping: self.flapping(now),
         };
         match self.state_at(now) {
             // Past its open period: the next call is the probe.
@@ -660,6 +748,13 @@ impl Machine {
                 v.open_period = until - now;
                 v.in_state = 0;
                 v.probes_in_flight = 0;
+            }
+            // An override past its expiry: the next call ends it.
+            State::Closed if self.state.is_forced() => {
+                let until = self.override_until.unwrap_or(now);
+                v.state = State::Closed;
+                v.in_state = now.saturating_sub(until);
+                v.override_remaining = None;
             }
             _ => {}
         }

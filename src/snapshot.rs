@@ -96,6 +96,16 @@ pub struct Snapshot {
     /// [`Delivery::PENDING_CAPACITY`](crate::Delivery::PENDING_CAPACITY)
     /// were waiting already (the oldest waiting one is dropped).
     pub dropped_changes: u64,
+    /// How many times in a row the open period has grown (0 on the first
+    /// open period of an outage).
+    pub backoff_step: u32,
+    /// While an operator override with an expiry holds the breaker, how
+    /// long until it returns to normal operation by itself. Who asked, why
+    /// and since when are in `last_transition`.
+    pub override_remaining: Option<Duration>,
+    /// Whether `flapping_trips` trips happened within the last
+    /// `flapping_window`.
+    pub flapping: bool,
 }
 
 pub(crate) fn rate(part: u64, whole: u64) -> f64 {

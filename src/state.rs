@@ -11,7 +11,8 @@ use std::fmt;
 ///     │                            └──── probe failed / slow / hung ──┤
 ///     └──────────────── enough probe successes ───────────────────────┘
 ///
-///   any state ── force_open ──▶ ForcedOpen ── reset ──▶ Closed
+///   any state ── force_open ───▶ ForcedOpen ──┐
+///   any state ── force_closed ─▶ ForcedClosed ┴─ reset, or the override's expiry ──▶ Closed
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum State {
@@ -22,18 +23,24 @@ pub enum State {
     /// A limited number of probes test recovery; everything else is refused.
     HalfOpen,
     /// Opened by an operator: every call is refused and nothing probes until
-    /// [`reset`](crate::Breaker::reset).
+    /// [`reset`](crate::Breaker::reset) or the override's expiry.
     ForcedOpen,
+    /// Closed by an operator (for a dependency known to be good): every call
+    /// is admitted and no failure counts towards opening, until
+    /// [`reset`](crate::Breaker::reset) or the override's expiry.
+    ForcedClosed,
 }
 
 impl State {
-    /// A stable gauge value: 0 closed, 1 open, 2 half-open, 3 forced open.
+    /// A stable gauge value: 0 closed, 1 open, 2 half-open, 3 forced open,
+    /// 4 forced closed.
     pub const fn as_gauge(self) -> u8 {
         match self {
             State::Closed => 0,
             State::Open => 1,
             State::HalfOpen => 2,
             State::ForcedOpen => 3,
+            State::ForcedClosed => 4,
         }
     }
 
@@ -44,7 +51,13 @@ impl State {
             State::Open => "open",
             State::HalfOpen => "half_open",
             State::ForcedOpen => "forced_open",
+            State::ForcedClosed => "forced_closed",
         }
+    }
+
+    /// Whether an operator override holds the breaker in this state.
+    pub const fn is_forced(self) -> bool {
+        matches!(self, State::ForcedOpen | State::ForcedClosed)
     }
 
     /// Whether calls are currently refused outright in this state.

@@ -422,6 +422,7 @@ impl Model {
                 period: self.period,
             }),
             State::ForcedOpen => self.refuse(),
+            State::ForcedClosed => unreachable!("the model never forces a breaker closed"),
             State::Open if self.now < self.open_until => self.refuse(),
             State::Open => {
                 self.enter(State::HalfOpen, Why::OpenPeriodElapsed);

@@ -42,6 +42,7 @@ fn force_open_from_every_state_refuses_everything_and_never_probes() {
         State::Open,
         State::HalfOpen,
         State::ForcedOpen,
+        State::ForcedClosed,
     ] {
         let (b, mock, log) = breaker_with_log();
         let held_probe = match from {
@@ -57,6 +58,10 @@ fn force_open_from_every_state_refuses_everything_and_never_probes() {
             }
             State::ForcedOpen => {
                 b.force_open("ops", "first");
+                None
+            }
+            State::ForcedClosed => {
+                b.force_closed("ops", "first");
                 None
             }
         };

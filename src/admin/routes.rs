@@ -1,0 +1,224 @@
+//! What each path does: reads of metrics, snapshots, health and audit, and
+//! the overrides that need the token.
+
+use serde::Deserialize;
+
+use super::http::{Conn, Head, ReadError, Reply};
+use super::json::{AuditJson, BreakerJson};
+use super::Shared;
+use crate::registry::duration::parse as parse_duration;
+use crate::registry::{Action, Override};
+
+/// The most bytes allowed in an override's actor or reason.
+const MAX_TEXT: usize = 512;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OverrideBody {
+    actor: String,
+    reason: String,
+    /// A duration such as "30m", after which a forced state ends by itself.
+    #[serde(default)]
+    expires_after: Option<String>,
+}
+
+/// Answers one request. The body, if any, is read only once the request is
+/// known to be an authorized override of a breaker that exists.
+pub(crate) fn route(shared: &Shared, head: &Head, conn: &mut Conn) -> Reply {
+    let path = head.path.split('?').next().unwrap_or_default();
+    let segments: Vec<String> = match path
+        .strip_prefix('/')
+        .map(|p| p.split('/').map(percent_decode).collect::<Option<Vec<_>>>())
+    {
+        Some(Some(s)) => s,
+        _ => return Reply::error(404, "no such path"),
+    };
+    let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
+    let get = head.method == "GET";
+    let post = head.method == "POST";
+    match segments.as_slice() {
+        ["metrics"] | ["breakers"] | ["health"] | ["audit"] | ["breakers", _] if !get => {
+            Reply::error(405, "use GET")
+        }
+        ["breakers", _, action] if action_of(action).is_some() && !post => {
+            Reply::error(405, "use POST")
+        }
+        _ if get && shared.guard_reads && !shared.token.admits(head.authorization.as_deref()) => {
+            Reply::error(401, "a bearer token is required")
+        }
+        ["metrics"] => Reply {
+            status: 200,
+            content_type: "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            body: crate::prometheus::encode(&shared.registry).into_bytes(),
+        },
+        ["breakers"] => {
+            let all: Vec<BreakerJson> = shared
+                .registry
+                .breakers()
+                .iter()
+                .map(|b| BreakerJson::new(b, &b.snapshot(), shared.registry.is_critical(b.name())))
+                .collect();
+            json(200, &all)
+        }
+        ["breakers", name] => match shared.registry.get(name) {
+            Some(b) => json(
+                200,
+                &BreakerJson::new(&b, &b.snapshot(), shared.registry.is_critical(name)),
+            ),
+            None => Reply::error(404, "no such breaker"),
+        },
+        ["health"] => {
+            let unready = shared.registry.unready();
+            if unready.is_empty() {
+                json(200, &serde_json::json!({ "status": "ready" }))
+            } else {
+                json(
+                    503,
+                    &serde_json::json!({ "status": "unready", "refusing": unready }),
+                )
+            }
+        }
+        ["audit"] => {
+            let trail: Vec<AuditJson> =
+                shared.registry.audit().iter().map(AuditJson::new).collect();
+            json(200, &trail)
+        }
+        ["breakers", name, action] => match action_of(action) {
+            Some(action) => {
+                let reply = mutate(shared, head, conn, name, action);
+                if reply.status != 200 {
+                    log::warn!(
+                        "admin endpoint: refused {} {} from {}: {} {}",
+                        head.method,
+                        path,
+                        peer(conn),
+                        reply.status,
+                        String::from_utf8_lossy(&reply.body)
+                    );
+                }
+                reply
+            }
+            None => Reply::error(404, "no such path"),
+        },
+        _ => Reply::error(404, "no such path"),
+    }
+}
+
+fn action_of(segment: &str) -> Option<Action> {
+    match segment {
+        "force-open" => Some(Action::ForceOpen),
+        "force-closed" => Some(Action::ForceClosed),
+        "reset" => Some(Action::Reset),
+        _ => None,
+    }
+}
+
+fn mutate(shared: &Shared, head: &Head, conn: &mut Conn, name: &str, action: Action) -> Reply {
+    if !shared.token.admits(head.authorization.as_deref()) {
+        return Reply::error(401, "a bearer token is required");
+    }
+    if shared.registry.get(name).is_none() {
+        return Reply::error(404, "no such breaker");
+    }
+    if head.chunked {
+        return Reply::error(400, "send the body with a Content-Length");
+    }
+    let len = match head.content_length {
+        None | Some(0) => {
+            return Reply::error(400, "a JSON body with actor and reason is required")
+        }
+        Some(n) if n > shared.max_body as u64 => return Reply::error(413, "the body is too large"),
+        Some(n) => n as usize,
+    };
+    let body = match conn.body(len) {
+        Ok(body) => body,
+        Err(ReadError::Refuse(status, why)) => return Reply::error(status, why),
+        Err(ReadError::Gone) => return Reply::error(400, "the body did not arrive in time"),
+    };
+    let request: OverrideBody = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return Reply::error(400, &format!("malformed body: {e}")),
+    };
+    for (field, text) in [("actor", &request.actor), ("reason", &request.reason)] {
+        if text.trim().is_empty() || text.len() > MAX_TEXT {
+            return Reply::error(
+                400,
+                &format!("`{field}` must be 1 to {MAX_TEXT} bytes, not blank"),
+            );
+        }
+    }
+    let expiry = match (&request.expires_after, action) {
+        (None, _) => None,
+        (Some(_), Action::Reset) => {
+            return Reply::error(400, "`expires_after` is for force-open and force-closed")
+        }
+        (Some(text), _) => match parse_duration(text) {
+            Ok(d) if !d.is_zero() => Some(d),
+            Ok(_) => return Reply::error(400, "`expires_after` must be greater than zero"),
+            Err(why) => return Reply::error(400, &format!("`expires_after`: {why}")),
+        },
+    };
+    let mut request = Override::new(request.actor, request.reason);
+    if let Some(d) = expiry {
+        request = request.expires_after(d);
+    }
+    let result = match action {
+        Action::ForceOpen => shared.registry.force_open(name, &request),
+        Action::ForceClosed => shared.registry.force_closed(name, &request),
+        Action::Reset => shared.registry.reset(name, &request),
+    };
+    match result {
+        Ok(record) => json(200, &AuditJson::new(&record)),
+        // Unregistered in between: nothing was changed.
+        Err(_) => Reply::error(404, "no such breaker"),
+    }
+}
+
+fn json<T: serde::Serialize>(status: u16, value: &T) -> Reply {
+    match serde_json::to_vec(value) {
+        Ok(body) => Reply::json(status, body),
+        Err(_) => Reply::error(500, "could not encode the answer"),
+    }
+}
+
+fn peer(conn: &Conn) -> String {
+    conn.stream
+        .peer_addr()
+        .map_or_else(|_| "an unknown peer".to_owned(), |a| a.to_string())
+}
+
+/// `%XX` escapes decoded; `None` for a bad escape or bytes that are not
+/// UTF-8.
+fn percent_decode(segment: &str) -> Option<String> {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = segment.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::percent_decode;
+
+    #[test]
+    fn decodes_escapes_and_refuses_bad_ones() {
+        assert_eq!(
+            percent_decode("eod%20prices").as_deref(),
+            Some("eod prices")
+        );
+        assert_eq!(percent_decode("news").as_deref(), Some("news"));
+        assert_eq!(percent_decode("bad%2"), None);
+        assert_eq!(percent_decode("bad%zz"), None);
+        assert_eq!(percent_decode("%ff"), None);
+    }
+}

@@ -1,0 +1,453 @@
+//! A registry's templates and breakers from a configuration file: TOML, or
+//! anything serde reads.
+//!
+//! Every setting of [`BreakerBuilder`] can be given by
+//! its name, durations as text (`"250ms"`, `"30s"`, `"5m"`), and a setting
+//! that can be off as `"off"`. A classifier is code, so the file names one
+//! that the application hands to the [`Loader`]. Unknown fields are an
+//! error, and every value is checked by the same `build()` as in code; an
+//! error names the template or breaker, the field and the rule, and a file
+//! with any error adds nothing to the registry.
+//!
+//! ```
+//! use fusebox::config_file::Loader;
+//! use fusebox::Classifier;
+//!
+//! let registry = Loader::new()
+//!     .classifier("transport", Classifier::every_error_is_a_failure())
+//!     .load_toml(r#"
+//!         [templates.vendor]
+//!         call_path = "alt_data"
+//!         classifier = "transport"
+//!         consecutive_failure_threshold = 3
+//!         failure_rate_threshold = "off"
+//!         open_duration = "30s"
+//!
+//!         [breakers.news]
+//!         template = "vendor"
+//!         critical = true
+//!
+//!         [breakers.satellite]
+//!         template = "vendor"
+//!         open_duration = "2m"
+//!         max_open_duration = "10m"
+//!     "#)?;
+//! assert_eq!(registry.len(), 2);
+//! assert!(registry.is_critical("news"));
+//! # Ok::<(), fusebox::config_file::FileError>(())
+//! ```
+//!
+//! `examples/ops.toml` is a documented example.
+
+mod duration;
+mod error;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+pub use error::FileError;
+
+use crate::registry::{Registry, RegistryError};
+use crate::{BreakerBuilder, BreakerConfig, CallPath, Classifier, ConfigError, LatencyTrip};
+use duration::{Human, OrOff};
+
+/// A configuration file's contents, as serde reads them.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegistryFile {
+    /// Named templates, from which breakers are made.
+    #[serde(default)]
+    templates: BTreeMap<String, Settings>,
+    /// Named breakers, each from a template, with a setting or two changed.
+    #[serde(default)]
+    breakers: BTreeMap<String, Settings>,
+}
+
+/// Every builder setting, each optional: the builder's default applies to
+/// what is left out.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Settings {
+    /// Breakers only: the template it is made from.
+    template: Option<String>,
+    /// Breakers only: whether `/health` depends on it.
+    critical: Option<bool>,
+    call_path: Option<String>,
+    classifier: Option<String>,
+    consecutive_failure_threshold: Option<OrOff<u32>>,
+    failure_window: Option<Human>,
+    window_failure_threshold: Option<OrOff<u32>>,
+    failure_rate_threshold: Option<OrOff<f64>>,
+    minimum_calls: Option<u32>,
+    slow_call_duration: Option<OrOff<Human>>,
+    slow_call_rate_threshold: Option<OrOff<f64>>,
+    latency_trip: Option<Latency>,
+    open_duration: Option<Human>,
+    backoff_multiplier: Option<f64>,
+    max_open_duration: Option<Human>,
+    jitter: Option<f64>,
+    jitter_seed: Option<u64>,
+    half_open_max_calls: Option<u32>,
+    half_open_success_threshold: Option<u32>,
+    max_probe_duration: Option<Human>,
+    flapping_trips: Option<OrOff<u32>>,
+    flapping_window: Option<Human>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Latency {
+    percentile: Option<f64>,
+    threshold: Option<Human>,
+    window: Option<Human>,
+    consecutive_windows: Option<u32>,
+    error_rate: Option<OrOff<f64>>,
+    minimum_samples: Option<u32>,
+    capacity: Option<usize>,
+}
+
+/// Loads configuration files into registries, with the classifiers (and,
+/// in tests, the clock) that a file cannot hold.
+#[derive(Clone, Default)]
+pub struct Loader {
+    classifiers: HashMap<String, Classifier>,
+    clock: Option<quanta::Clock>,
+}
+
+impl fmt::Debug for Loader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Loader")
+            .field("classifiers", &self.known())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Loader {
+    /// A loader that knows no classifier yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Makes `classifier` available to files as `classifier = "name"`.
+    pub fn classifier(mut self, name: impl Into<String>, classifier: Classifier) -> Self {
+        self.classifiers.insert(name.into(), classifier);
+        self
+    }
+
+    /// Gives every template this clock (`quanta::Clock::mock()` in tests).
+    pub fn clock(mut self, clock: quanta::Clock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    fn known(&self) -> String {
+        let mut names: Vec<&str> = self.classifiers.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        names.join(", ")
+    }
+
+    /// A new registry holding what the TOML text describes.
+    ///
+    /// # Errors
+    ///
+    /// A [`FileError`] naming the table, the field and the rule.
+    pub fn load_toml(&self, text: &str) -> Result<Registry, FileError> {
+        let registry = Registry::new();
+        self.load_toml_into(text, &registry)?;
+        Ok(registry)
+    }
+
+    /// Adds what the TOML text describes to `registry`.
+    ///
+    /// # Errors
+    ///
+    /// As [`load_toml`](Self::load_toml); nothing is added on error.
+    pub fn load_toml_into(&self, text: &str, registry: &Registry) -> Result<(), FileError> {
+        let file: RegistryFile = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
+        self.load(file, registry)
+    }
+
+    /// Adds a file read by any serde format to `registry`.
+    ///
+    /// # Errors
+    ///
+    /// A [`FileError`] naming the template or breaker, the field and the
+    /// rule; nothing is added on error.
+    pub fn load(&self, file: RegistryFile, registry: &Registry) -> Result<(), FileError> {
+        // Everything is built and checked before anything is added.
+        let mut templates = BTreeMap::new();
+        for (name, settings) in &file.templates {
+            let entry = format!("template `{name}`");
+            for (field, given) in [
+                ("template", settings.template.is_some()),
+                ("critical", settings.critical.is_some()),
+            ] {
+                if given {
+                    return Err(FileError::Config {
+                        entry,
+                        source: ConfigError::Invalid {
+                            field,
+                            rule: "is a setting of breakers, not of templates",
+                            value: "given".into(),
+                        },
+                    });
+                }
+            }
+            if registry.template(name).is_some() {
+                return Err(RegistryError::DuplicateTemplate {
+                    template: name.clone(),
+                }
+                .into());
+            }
+            let mut builder = BreakerConfig::builder();
+            if let Some(clock) = &self.clock {
+                builder = builder.clock(clock.clone());
+            }
+            let config = self
+                .apply(&entry, settings, builder)?
+                .build()
+                .map_err(|source| FileError::Config { entry, source })?;
+            templates.insert(name.clone(), config);
+        }
+        let mut breakers = Vec::new();
+        for (name, b) in &file.breakers {
+            let entry = format!("breaker `{name}`");
+            let template = b.template.as_deref().ok_or_else(|| FileError::Config {
+                entry: entry.clone(),
+                source: ConfigError::Missing {
+                    field: "template",
+                    why: "name the template the breaker is made from",
+                },
+            })?;
+            let config =
+                match templates.get(template) {
+                    Some(config) => config.clone(),
+                    None => registry.template(template).ok_or_else(|| {
+                        RegistryError::UnknownTemplate {
+                            template: template.to_owned(),
+                        }
+                    })?,
+                };
+            if registry.get(name).is_some() {
+                return Err(RegistryError::Conflict {
+                    name: name.clone(),
+                    existing: "a breaker already in the registry".into(),
+                    requested: "the file".into(),
+                }
+                .into());
+            }
+            let breaker = self
+                .apply(&entry, b, config.to_builder(name.as_str()))?
+                .build()
+                .map_err(|source| FileError::Config {
+                    entry: entry.clone(),
+                    source,
+                })?;
+            breakers.push((breaker, template, b));
+        }
+        for (name, config) in templates {
+            registry.add_template(name, config)?;
+        }
+        for (breaker, template, b) in breakers {
+            let name = breaker.name().to_owned();
+            registry.register_from_template(breaker, template, b.changes_any())?;
+            if b.critical == Some(true) {
+                registry.set_critical(&name, true)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn apply<T>(
+        &self,
+        entry: &str,
+        s: &Settings,
+        mut b: BreakerBuilder<T>,
+    ) -> Result<BreakerBuilder<T>, FileError> {
+        if let Some(path) = &s.call_path {
+            b = b.call_path(call_path(path));
+        }
+        if let Some(name) = &s.classifier {
+            let classifier =
+                self.classifiers
+                    .get(name)
+                    .ok_or_else(|| FileError::UnknownClassifier {
+                        entry: entry.to_owned(),
+                        name: name.clone(),
+                        known: self.known(),
+                    })?;
+            b = b.classifier(classifier.clone());
+        }
+        if let Some(v) = s.consecutive_failure_threshold {
+            b = b.consecutive_failure_threshold(v.into_option());
+        }
+        if let Some(Human(d)) = s.failure_window {
+            b = b.failure_window(d);
+        }
+        if let Some(v) = s.window_failure_threshold {
+            b = b.window_failure_threshold(v.into_option());
+        }
+        if let Some(v) = s.failure_rate_threshold {
+            b = b.failure_rate_threshold(v.into_option());
+        }
+        if let Some(n) = s.minimum_calls {
+            b = b.minimum_calls(n);
+        }
+        if let Some(v) = s.slow_call_duration {
+            b = b.slow_call_duration(v.into_option().map(|h| h.0));
+        }
+        if let Some(v) = s.slow_call_rate_threshold {
+            b = b.slow_call_rate_threshold(v.into_option());
+        }
+        if let Some(l) = &s.latency_trip {
+            b = b.latency_trip(l.policy());
+        }
+        if let Some(Human(d)) = s.open_duration {
+            b = b.open_duration(d);
+        }
+        if let Some(m) = s.backoff_multiplier {
+            b = b.backoff_multiplier(m);
+        }
+        if let Some(Human(d)) = s.max_open_duration {
+            b = b.max_open_duration(d);
+        }
+        if let Some(j) = s.jitter {
+            b = b.jitter(j);
+        }
+        if let Some(seed) = s.jitter_seed {
+            b = b.jitter_seed(seed);
+        }
+        if let Some(n) = s.half_open_max_calls {
+            b = b.half_open_max_calls(n);
+        }
+        if let Some(n) = s.half_open_success_threshold {
+            b = b.half_open_success_threshold(n);
+        }
+        if let Some(Human(d)) = s.max_probe_duration {
+            b = b.max_probe_duration(d);
+        }
+        if let Some(v) = s.flapping_trips {
+            b = b.flapping_trips(v.into_option());
+        }
+        if let Some(Human(d)) = s.flapping_window {
+            b = b.flapping_window(d);
+        }
+        Ok(b)
+    }
+}
+
+impl Settings {
+    /// Whether any setting is given (a breaker entry that changes its
+    /// template).
+    fn changes_any(&self) -> bool {
+        let Settings {
+            template: _,
+            critical: _,
+            call_path,
+            classifier,
+            consecutive_failure_threshold,
+            failure_window,
+            window_failure_threshold,
+            failure_rate_threshold,
+            minimum_calls,
+            slow_call_duration,
+            slow_call_rate_threshold,
+            latency_trip,
+            open_duration,
+            backoff_multiplier,
+            max_open_duration,
+            jitter,
+            jitter_seed,
+            half_open_max_calls,
+            half_open_success_threshold,
+            max_probe_duration,
+            flapping_trips,
+            flapping_window,
+        } = self;
+        call_path.is_some()
+            || classifier.is_some()
+            || consecutive_failure_threshold.is_some()
+            || failure_window.is_some()
+            || window_failure_threshold.is_some()
+            || failure_rate_threshold.is_some()
+            || minimum_calls.is_some()
+            || slow_call_duration.is_some()
+            || slow_call_rate_threshold.is_some()
+            || latency_trip.is_some()
+            || open_duration.is_some()
+            || backoff_multiplier.is_some()
+            || max_open_duration.is_some()
+            || jitter.is_some()
+            || jitter_seed.is_some()
+            || half_open_max_calls.is_some()
+            || half_open_success_threshold.is_some()
+            || max_probe_duration.is_some()
+            || flapping_trips.is_some()
+            || flapping_window.is_some()
+    }
+}
+
+impl Latency {
+    fn policy(&self) -> LatencyTrip {
+        let mut p = LatencyTrip::new();
+        if let Some(v) = self.percentile {
+            p = p.percentile(v);
+        }
+        if let Some(Human(d)) = self.threshold {
+            p = p.threshold(d);
+        }
+        if let Some(Human(d)) = self.window {
+            p = p.window(d);
+        }
+        if let Some(n) = self.consecutive_windows {
+            p = p.consecutive_windows(n);
+        }
+        if let Some(r) = self.error_rate {
+            p = p.error_rate(r.into_option());
+        }
+        if let Some(n) = self.minimum_samples {
+            p = p.minimum_samples(n);
+        }
+        if let Some(n) = self.capacity {
+            p = p.capacity(n);
+        }
+        p
+    }
+}
+
+/// A call path by its label; any label not of the crate's own is custom.
+fn call_path(label: &str) -> CallPath {
+    match label {
+        "reference_data" => CallPath::ReferenceData,
+        "historical_data" => CallPath::HistoricalData,
+        "alt_data" => CallPath::AltData,
+        "enrichment" => CallPath::Enrichment,
+        "order_submission" => CallPath::OrderSubmission,
+        "order_cancel" => CallPath::OrderCancel,
+        "kill_switch" => CallPath::KillSwitch,
+        "risk_check" => CallPath::RiskCheck,
+        other => CallPath::Custom(Arc::from(other)),
+    }
+}
+
+/// A TOML error, with the `[table]` it happened in.
+fn toml_error(text: &str, err: &toml::de::Error) -> FileError {
+    let table = err.span().and_then(|span| {
+        text[..span.start.min(text.len())]
+            .lines()
+            .rev()
+            .map(str::trim)
+            .find(|l| l.starts_with('['))
+            .map(str::to_owned)
+    });
+    let message = match table {
+        Some(table) => format!("in {table}: {err}"),
+        None => err.to_string(),
+    };
+    FileError::Parse {
+        message: message.trim_end().to_owned(),
+    }
+}

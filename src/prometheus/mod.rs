@@ -1,0 +1,460 @@
+//! Prometheus metrics for a [`Registry`], on the `prometheus-client` crate.
+//!
+//! The metrics are read from each breaker's [`Snapshot`] when the registry
+//! is scraped: nothing is counted twice, and the hot path carries no metric
+//! of its own. Every series is labelled with `breaker` (the name) and
+//! `call_path`.
+//!
+//! | metric | type | meaning |
+//! |---|---|---|
+//! | `fusebox_breaker_state` | gauge | 0 closed, 1 open, 2 half-open, 3 forced open, 4 forced closed |
+//! | `fusebox_breaker_in_state{state}` | gauge | 1 for the current state, 0 for the others (a state set) |
+//! | `fusebox_breaker_calls_total{outcome}` | counter | calls by outcome: `success`, `failure`, `ignored` |
+//! | `fusebox_breaker_slow_calls_total` | counter | successful calls slower than `slow_call_duration` |
+//! | `fusebox_breaker_short_circuits_total` | counter | calls refused without being attempted |
+//! | `fusebox_breaker_trips_total` | counter | times the breaker opened on its own |
+//! | `fusebox_breaker_probes_in_flight` | gauge | half-open probes out |
+//! | `fusebox_breaker_open_duration_seconds` | gauge | length of the current open period (0 when closed) |
+//! | `fusebox_breaker_backoff_step` | gauge | times in a row the open period has grown (0 on an outage's first) |
+//! | `fusebox_breaker_retry_after_seconds` | gauge | while open, time until a probe may go (0 otherwise) |
+//! | `fusebox_breaker_time_in_state_seconds` | gauge | time since the last state change |
+//! | `fusebox_breaker_consecutive_failures` | gauge | the current run of failures |
+//! | `fusebox_breaker_window_failure_ratio` | gauge | failures over calls in the sliding window |
+//! | `fusebox_breaker_flapping` | gauge | 1 while `flapping_trips` trips lie within `flapping_window` |
+//! | `fusebox_breaker_override_remaining_seconds` | gauge | while an override with an expiry holds it, time until it ends (only such breakers) |
+//! | `fusebox_breaker_latency_percentile_seconds` | gauge | the latency policy's percentile in its last full window (only breakers that have one) |
+//!
+//! With the `isolation` feature, the bulkheads and dead-letter buffers
+//! registered with the registry are scraped too:
+//!
+//! | metric | type | meaning |
+//! |---|---|---|
+//! | `fusebox_bulkhead_in_use{bulkhead}` | gauge | slots in use |
+//! | `fusebox_bulkhead_max_concurrent{bulkhead}` | gauge | the limit |
+//! | `fusebox_bulkhead_peak{bulkhead}` | gauge | the most slots ever in use at once |
+//! | `fusebox_bulkhead_refusals_total{bulkhead}` | counter | callers refused for want of a slot |
+//! | `fusebox_dead_letter_depth{buffer,priority}` | gauge | emits held, per priority |
+//! | `fusebox_dead_letter_capacity{buffer}` | gauge | the buffer's capacity |
+//! | `fusebox_dead_letter_emits_total{buffer,priority,fate}` | counter | emits by fate: `stored`, `shed`, `refused`, `replayed` |
+//!
+//! `prometheus-client` has no state-set type, so the state set is the usual
+//! gauge per state.
+//!
+//! ```
+//! use fusebox::registry::Registry;
+//! use fusebox::{BreakerConfig, CallPath, Classifier};
+//!
+//! let registry = Registry::new();
+//! registry.add_template("vendor", BreakerConfig::builder()
+//!     .call_path(CallPath::AltData)
+//!     .classifier(Classifier::every_error_is_a_failure())
+//!     .build()?)?;
+//! registry.breaker("news", "vendor")?;
+//!
+//! // Into an application's own prometheus-client registry:
+//! let mut metrics = prometheus_client::registry::Registry::default();
+//! fusebox::prometheus::register(&mut metrics, &registry);
+//! let mut text = String::new();
+//! prometheus_client::encoding::text::encode(&mut text, &metrics)?;
+//! assert!(text.contains(r#"fusebox_breaker_state{breaker="news",call_path="alt_data"} 0"#));
+//! // Or on its own, as the admin endpoint serves it:
+//! assert!(fusebox::prometheus::encode(&registry).ends_with("# EOF\n"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::fmt;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Unit;
+
+use crate::registry::Registry;
+use crate::{Snapshot, State};
+
+/// Every state, in gauge order.
+const STATES: [State; 5] = [
+    State::Closed,
+    State::Open,
+    State::HalfOpen,
+    State::ForcedOpen,
+    State::ForcedClosed,
+];
+
+/// A `prometheus-client` collector that reads a [`Registry`]'s snapshots at
+/// each scrape. Register it with
+/// `prometheus_client::registry::Registry::register_collector`, or call
+/// [`register`].
+#[derive(Clone)]
+pub struct RegistryCollector {
+    registry: Registry,
+}
+
+impl RegistryCollector {
+    /// A collector for `registry`: breakers added later are scraped too.
+    pub fn new(registry: Registry) -> Self {
+        RegistryCollector { registry }
+    }
+}
+
+impl fmt::Debug for RegistryCollector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegistryCollector")
+            .field("breakers", &self.registry.len())
+            .finish()
+    }
+}
+
+/// Registers a collector for `registry` with `metrics`.
+pub fn register(metrics: &mut prometheus_client::registry::Registry, registry: &Registry) {
+    metrics.register_collector(Box::new(RegistryCollector::new(registry.clone())));
+}
+
+/// The registry's metrics alone, in the OpenMetrics text format (ending in
+/// `# EOF`), as served at `/metrics`.
+pub fn encode(registry: &Registry) -> String {
+    let mut metrics = prometheus_client::registry::Registry::default();
+    register(&mut metrics, registry);
+    let mut text = String::new();
+    // Writing into a String cannot fail, and the collector itself returns
+    // only the writer's errors.
+    let _ = prometheus_client::encoding::text::encode(&mut text, &metrics);
+    text
+}
+
+/// One breaker at the scrape: its labels and its snapshot.
+struct Row {
+    call_path: String,
+    snap: Snapshot,
+}
+
+impl Row {
+    fn labels(&self) -> [(&'static str, &str); 2] {
+        [("breaker", &self.snap.name), ("call_path", &self.call_path)]
+    }
+}
+
+fn family<'a>(
+    encoder: &'a mut DescriptorEncoder<'_>,
+    name: &'a str,
+    help: &str,
+    unit: Option<&'a Unit>,
+    kind: MetricType,
+) -> Result<MetricEncoder<'a>, fmt::Error> {
+    encoder.encode_descriptor(name, help, unit, kind)
+}
+
+fn gauges(
+    encoder: &mut DescriptorEncoder<'_>,
+    rows: &[Row],
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    value: impl Fn(&Snapshot) -> Option<f64>,
+) -> Result<(), fmt::Error> {
+    if rows.iter().all(|r| value(&r.snap).is_none()) {
+        return Ok(());
+    }
+    let mut m = family(encoder, name, help, unit, MetricType::Gauge)?;
+    for row in rows {
+        if let Some(v) = value(&row.snap) {
+            m.encode_family(&row.labels())?.encode_gauge(&v)?;
+        }
+    }
+    Ok(())
+}
+
+fn counters(
+    encoder: &mut DescriptorEncoder<'_>,
+    rows: &[Row],
+    name: &str,
+    help: &str,
+    value: impl Fn(&Snapshot) -> u64,
+) -> Result<(), fmt::Error> {
+    let mut m = family(encoder, name, help, None, MetricType::Counter)?;
+    for row in rows {
+        m.encode_family(&row.labels())?
+            .encode_counter::<prometheus_client::encoding::NoLabelSet, _, f64>(
+                &value(&row.snap),
+                None,
+            )?;
+    }
+    Ok(())
+}
+
+/// The breakers' families.
+fn breakers(registry: &Registry, encoder: &mut DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
+    // One snapshot per breaker, each under its own lock only.
+    let rows: Vec<Row> = registry
+        .breakers()
+        .iter()
+        .map(|b| Row {
+            call_path: b.call_path().as_str().to_owned(),
+            snap: b.snapshot(),
+        })
+        .collect();
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let e = encoder;
+    let secs = Unit::Seconds;
+    gauges(
+        e,
+        &rows,
+        "fusebox_breaker_state",
+        "Breaker state: 0 closed, 1 open, 2 half-open, 3 forced open, 4 forced closed.",
+        None,
+        |s| Some(f64::from(s.state.as_gauge())),
+    )?;
+    {
+        let mut m = family(
+            e,
+            "fusebox_breaker_in_state",
+            "1 for the breaker's current state, 0 for the others.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for row in &rows {
+            for state in STATES {
+                let [b, p] = row.labels();
+                let labels = [b, p, ("state", state.as_str())];
+                m.encode_family(&labels)?
+                    .encode_gauge(&i64::from(row.snap.state == state))?;
+            }
+        }
+    }
+    {
+        let mut m = family(
+            e,
+            "fusebox_breaker_calls",
+            "Calls that reported an outcome, by outcome.",
+            None,
+            MetricType::Counter,
+        )?;
+        for row in &rows {
+            let t = &row.snap.totals;
+            for (outcome, n) in [
+                ("success", t.successes),
+                ("failure", t.failures),
+                ("ignored", t.ignored),
+            ] {
+                let [b, p] = row.labels();
+                let labels = [b, p, ("outcome", outcome)];
+                m.encode_family(&labels)?
+                    .encode_counter::<prometheus_client::encoding::NoLabelSet, _, f64>(&n, None)?;
+            }
+        }
+    }
+    counters(
+        e,
+        &rows,
+        "fusebox_breaker_slow_calls",
+        "Successful calls slower than slow_call_duration.",
+        |s| s.totals.slow,
+    )?;
+    counters(
+        e,
+        &rows,
+        "fusebox_breaker_short_circuits",
+        "Calls refused without being attempted.",
+        |s| s.totals.short_circuits,
+    )?;
+    counters(
+        e,
+        &rows,
+        "fusebox_breaker_trips",
+        "Times the breaker opened on its own.",
+        |s| s.trips,
+    )?;
+    gauges(
+        e,
+        &rows,
+        "fusebox_breaker_probes_in_flight",
+        "Half-open probes admitted and not yet reported.",
+        None,
+        |s| Some(f64::from(s.probes_in_flight)),
+    )?;
+    gauges(
+        e,
+        &rows,
+        "fusebox_breaker_open_duration",
+        "Length of the current open period (0 when closed).",
+        Some(&secs),
+        |s| Some(s.open_duration.as_secs_f64()),
+    )?;
+    gauges(
+        e,
+        &rows,
+        "fusebox_breaker_backoff_step",
+        "Times in a row the open period has grown.",
+        None,
+        |s| Some(f64::from(s.backoff_step)),
+    )?;
+    gauges(
+        e,
+        &rows,
+        "fusebox_breaker_flapping",
+        "1 while flapping_trips trips lie within flapping_window.",
+        None,
+        |s| Some(f64::from(u8::from(s.flapping))),
+    )?;
+    gauges(
+        e,
+        &rows,
+        "fusebox_breaker_override_remaining",
+        "Time until an operator override with an expiry ends.",
+        Some(&secs),
+        |s| s.override_remaining.map(|d| d.as_secs_f64()),
+    )?;
+    gauges(
+        e,
+        &rows,
+        "fusebox_breaker_retry_after",
+        "While open, time until a probe may go (0 otherwise).",
+        Some(&secs),
+        |s| Some(s.retry_after.unwrap_or_default().as_secs_f64()),
+    )?;
+    gauges(
+        e,
+        &rows,
+        "fusebox_breaker_time_in_state",
+        "Time since the breaker's last state change.",
+        Some(&secs),
+        |s| Some(s.time_in_state.as_secs_f64()),
+    )?;
+    gauges(
+        e,
+        &rows,
+        "fusebox_breaker_consecutive_failures",
+        "The current run of consecutive failures.",
+        None,
+        |s| Some(f64::from(s.consecutive_failures)),
+    )?;
+    gauges(
+        e,
+        &rows,
+        "fusebox_breaker_window_failure_ratio",
+        "Failures over calls in the sliding window (0 with no window or no calls).",
+        None,
+        |s| Some(s.failure_rate),
+    )?;
+    gauges(
+        e,
+        &rows,
+        "fusebox_breaker_latency_percentile",
+        "The latency policy's percentile in its last full window.",
+        Some(&secs),
+        |s| s.latency_percentile.map(|d| d.as_secs_f64()),
+    )?;
+    Ok(())
+}
+
+impl Collector for RegistryCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        breakers(&self.registry, &mut encoder)?;
+        #[cfg(feature = "isolation")]
+        isolation(&self.registry, &mut encoder)?;
+        Ok(())
+    }
+}
+
+/// How a bulkhead gauge is read from its snapshot.
+#[cfg(feature = "isolation")]
+type BulkheadGauge = fn(&crate::isolation::BulkheadSnapshot) -> i64;
+
+/// The bulkheads' and dead-letter buffers' families.
+#[cfg(feature = "isolation")]
+fn isolation(registry: &Registry, e: &mut DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
+    use prometheus_client::encoding::NoLabelSet;
+
+    let bulkheads = registry.bulkhead_snapshots();
+    if !bulkheads.is_empty() {
+        let gauges: [(&str, &str, BulkheadGauge); 3] = [
+            ("fusebox_bulkhead_in_use", "Bulkhead slots in use.", |b| {
+                b.in_use as i64
+            }),
+            (
+                "fusebox_bulkhead_max_concurrent",
+                "The bulkhead's limit.",
+                |b| b.max_concurrent as i64,
+            ),
+            (
+                "fusebox_bulkhead_peak",
+                "The most bulkhead slots ever in use at once.",
+                |b| b.peak as i64,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let mut m = family(e, name, help, None, MetricType::Gauge)?;
+            for b in &bulkheads {
+                m.encode_family(&[("bulkhead", &*b.name)])?
+                    .encode_gauge(&value(b))?;
+            }
+        }
+        let mut m = family(
+            e,
+            "fusebox_bulkhead_refusals",
+            "Callers refused for want of a bulkhead slot.",
+            None,
+            MetricType::Counter,
+        )?;
+        for b in &bulkheads {
+            m.encode_family(&[("bulkhead", &*b.name)])?
+                .encode_counter::<NoLabelSet, _, f64>(&b.refusals, None)?;
+        }
+    }
+    let buffers = registry.dead_letter_snapshots();
+    if !buffers.is_empty() {
+        let mut m = family(
+            e,
+            "fusebox_dead_letter_capacity",
+            "The dead-letter buffer's capacity.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for d in &buffers {
+            m.encode_family(&[("buffer", &*d.name)])?
+                .encode_gauge(&(d.capacity as i64))?;
+        }
+        let mut m = family(
+            e,
+            "fusebox_dead_letter_depth",
+            "Emits held in the dead-letter buffer, per priority.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for d in &buffers {
+            for p in &d.priorities {
+                let priority = p.priority.to_string();
+                m.encode_family(&[("buffer", &*d.name), ("priority", &priority)])?
+                    .encode_gauge(&(p.depth as i64))?;
+            }
+        }
+        let mut m = family(
+            e,
+            "fusebox_dead_letter_emits",
+            "Emits by fate: stored, shed, refused, replayed.",
+            None,
+            MetricType::Counter,
+        )?;
+        for d in &buffers {
+            for p in &d.priorities {
+                let priority = p.priority.to_string();
+                for (fate, n) in [
+                    ("stored", p.stored),
+                    ("shed", p.shed),
+                    ("refused", p.refused),
+                    ("replayed", p.replayed),
+                ] {
+                    m.encode_family(&[
+                        ("buffer", &*d.name),
+                        ("priority", &priority),
+                        ("fate", fate),
+                    ])?
+                    .encode_counter::<NoLabelSet, _, f64>(&n, None)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,47 @@
+//! What a registry refuses, and why.
+
+use crate::ConfigError;
+
+/// A request the [`Registry`](super::Registry) refused. Nothing changed.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// No template by that name was added.
+    #[error("no template named `{template}`")]
+    UnknownTemplate {
+        /// The template asked for.
+        template: String,
+    },
+    /// A template by that name already exists.
+    #[error("a template named `{template}` already exists")]
+    DuplicateTemplate {
+        /// The template's name.
+        template: String,
+    },
+    /// No breaker by that name is registered.
+    #[error("no breaker named `{name}`")]
+    UnknownBreaker {
+        /// The breaker asked for.
+        name: String,
+    },
+    /// A breaker by that name exists with another configuration.
+    #[error("breaker `{name}` already exists from {existing}, not from {requested}")]
+    Conflict {
+        /// The breaker's name.
+        name: String,
+        /// Where the existing breaker came from (`template `x``, or
+        /// `outside the registry`).
+        existing: String,
+        /// Where the refused one would have come from.
+        requested: String,
+    },
+    /// Building the breaker failed.
+    #[error("breaker `{name}`: {source}")]
+    Config {
+        /// The breaker's name.
+        name: String,
+        /// The field and rule at fault.
+        #[source]
+        source: ConfigError,
+    },
+}
