@@ -25,10 +25,13 @@ fn breaker(name: &str, clock: &Clock) -> Breaker {
 fn the_counter_sees_memory_kept_and_freed() {
     let _one = live_bytes::one_at_a_time();
     // Guards the tests below: a counter that saw nothing would pass them.
-    let kept = live_bytes::retained_by(|| std::mem::forget(vec![0_u8; 1 << 20]));
-    assert!(kept >= MIB, "{kept}");
-    let freed = live_bytes::retained_by(|| drop(vec![0_u8; 1 << 20]));
-    assert!(freed < 1024, "{freed}");
+    // The counter is process-wide, so the test harness's own threads move
+    // it a little too: the bounds leave room for that, and are still far
+    // from what the tests below tell apart.
+    let kept = live_bytes::retained_by(|| std::mem::forget(vec![0_u8; 4 << 20]));
+    assert!(kept >= 3 * MIB, "{kept}");
+    let freed = live_bytes::retained_by(|| drop(vec![0_u8; 4 << 20]));
+    assert!(freed < 256 * 1024, "{freed}");
 }
 
 #[test]
