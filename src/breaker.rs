@@ -72,6 +72,9 @@ struct Inner {
     time: Time,
     times_calls: bool,
     has_window: bool,
+    /// From when a call to a closed breaker takes the lock to be checked
+    /// against a maintenance window; read only when `times_calls`.
+    watch_from: AtomicU64,
     core: Mutex<Core>,
     /// Who delivers: bit 0 ([`BUSY`]) is set while a thread delivers; above
     /// it, in units of [`CREDIT`], the changes handed off to the notifier.
@@ -120,8 +123,11 @@ impl Breaker {
     }
 
     pub(crate) fn from_builder(b: BreakerBuilder) -> Breaker {
-        let time = Time::new(b.clock);
+        let mut b = b;
+        let time = Time::new(b.clock.take());
         let seed = b.jitter_seed.unwrap_or_else(Rng::random_seed);
+        b.settings.recovery.anchor(time.now());
+        let watches = b.settings.recovery.watches_calls();
         let machine = Machine::new(b.settings, seed, time.now());
         let (gate, published) = Gate::new(machine.gate(), machine.quiet_until());
         let classifier = b
@@ -136,8 +142,9 @@ impl Breaker {
                     .expect("build() checked that a call path is set"),
                 gate,
                 short_circuits: Counter::default(),
-                times_calls: machine.times_calls(),
+                times_calls: machine.times_calls() || watches,
                 has_window: machine.quiet_until() != u64::MAX,
+                watch_from: AtomicU64::new(machine.watch_from(time.now())),
                 time,
                 core: Mutex::new(Core {
                     published,
@@ -357,11 +364,9 @@ impl Breaker {
         match gate & 3 {
             GATE_CLOSED => {
                 let generation = gate >> GATE_GENERATION_SHIFT;
-                return Ok(Permit::new(
-                    self,
-                    Ticket::Closed { generation },
-                    self.start(),
-                ));
+                if let Some(started) = self.start() {
+                    return Ok(Permit::new(self, Ticket::Closed { generation }, started));
+                }
             }
             GATE_FORCED => return Err(self.refuse(State::ForcedOpen, None)),
             GATE_OPEN => {
@@ -418,10 +423,16 @@ impl Breaker {
         let (admit, changed) = {
             let mut core = self.lock();
             let (admit, transition) = core.machine.admit(now);
-            let changed = transition.is_some();
-            if let Some(t) = transition {
-                self.publish(&mut core, t);
-            }
+            let changed = match transition {
+                Some(t) => {
+                    self.publish(&mut core, t);
+                    true
+                }
+                // A ramp may have ended.
+                None => self.sync_gate(&mut core),
+            };
+            let watch_from = core.machine.watch_from(now);
+            self.inner.watch_from.store(watch_from, Ordering::Relaxed);
             (admit, changed)
         };
         if changed {
@@ -439,12 +450,16 @@ impl Breaker {
         Rejected::new(self.inner.inline_name, state, retry_after)
     }
 
+    /// When a call admitted by a closed gate starts (0 if calls are not
+    /// timed); `None` if it must take the lock, to be checked against a
+    /// maintenance window.
     #[inline]
-    fn start(&self) -> u64 {
+    fn start(&self) -> Option<u64> {
         if self.inner.times_calls {
-            self.inner.time.now()
+            let now = self.inner.time.now();
+            (now < self.inner.watch_from.load(Ordering::Relaxed)).then_some(now)
         } else {
-            0
+            Some(0)
         }
     }
 
@@ -558,6 +573,11 @@ impl Breaker {
             latency_breaches: v.latency_breaches,
             last_transition: last,
             dropped_changes,
+            ramp_fraction: v.ramp_fraction,
+            maintenance: v
+                .maintenance_until
+                .map(|end| Duration::from_nanos(end.saturating_sub(now))),
+            neutral_failures: v.neutral_failures,
         }
     }
 

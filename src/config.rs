@@ -27,6 +27,8 @@ pub(crate) struct Settings {
     pub(crate) half_open_success_threshold: u32,
     pub(crate) max_probe_duration: Duration,
     pub(crate) latency_trip: Option<LatencyTrip>,
+    /// Ramp-up, maintenance windows, deadlines (`src/trading/`).
+    pub(crate) recovery: crate::trading::Recovery,
 }
 
 impl Settings {
@@ -58,6 +60,7 @@ impl Default for Settings {
             half_open_success_threshold: 1,
             max_probe_duration: Duration::from_secs(30),
             latency_trip: None,
+            recovery: crate::trading::Recovery::default(),
         }
     }
 }
@@ -342,6 +345,7 @@ impl<T> BreakerBuilder<T> {
         if let Some(policy) = &s.latency_trip {
             policy.validate()?;
         }
+        s.recovery.validate()?;
         let b = &s.backoff;
         check(
             "open_duration",

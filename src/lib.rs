@@ -112,6 +112,8 @@
 //!   calls that cannot time themselves out, and a bounded dead-letter buffer,
 //!   layered around a breaker. No extra dependency; threads are started only
 //!   by a deadline pool a user builds.
+//! - `calendar`: recurring deadlines and maintenance windows in a named IANA
+//!   time zone in [`trading`], with `jiff` doing the time-zone arithmetic.
 //! - `anyhow`: classifiers and the search for inner breakers' refusals see
 //!   inside `anyhow::Error` (its context chain included) in
 //!   [`Breaker::call_any`].
@@ -146,9 +148,11 @@ mod machine;
 mod name;
 mod notifier;
 mod permit;
+mod ramp;
 mod snapshot;
 mod state;
 mod sync;
+pub mod trading;
 mod window;
 
 pub use breaker::{Breaker, Decorated};
@@ -161,6 +165,7 @@ pub use error::{CallError, ConfigError, Rejected};
 pub use events::{Delivery, Iter, Reason, StateChange, Subscription, TryIter};
 pub use latency::LatencyTrip;
 pub use permit::{OwnedPermit, Permit};
+pub use ramp::RampUp;
 pub use snapshot::{Snapshot, Totals};
 pub use state::State;
 

@@ -12,6 +12,7 @@ use crate::backoff::Rng;
 use crate::config::Settings;
 use crate::events::Reason;
 use crate::latency::LatencyWindow;
+use crate::trading::Recovering;
 use crate::window::{Counts, Window};
 use crate::{State, Verdict};
 
@@ -112,6 +113,8 @@ pub(crate) struct Machine {
     rng: Rng,
     totals: Totals,
     trips: u64,
+    /// Ramp-up, maintenance windows and deadlines (`src/trading/`).
+    recovering: Recovering,
 }
 
 /// Everything the snapshot reads from the machine, at one instant.
@@ -130,6 +133,9 @@ pub(crate) struct View {
     pub(crate) probes_in_flight: u32,
     pub(crate) latency_percentile: Option<Duration>,
     pub(crate) latency_breaches: u32,
+    pub(crate) ramp_fraction: Option<f64>,
+    pub(crate) maintenance_until: Option<u64>,
+    pub(crate) neutral_failures: u64,
 }
 
 impl Machine {
@@ -148,6 +154,7 @@ impl Machine {
                 .then(|| Window::new(nanos(s.failure_window))),
             latency: s.latency_trip.clone().map(|p| LatencyWindow::new(p, now)),
             probes: vec![None; s.half_open_max_calls as usize].into_boxed_slice(),
+            recovering: Recovering::new(&s.recovery),
             s,
             state: State::Closed,
             entered_at: now,
@@ -168,6 +175,8 @@ impl Machine {
     /// The gate word for the current state (without the breaker's tag).
     pub(crate) fn gate(&self) -> u64 {
         match self.state {
+            // A ramp decides on each call under the lock.
+            State::Closed if self.recovering.routes_through_lock() => GATE_HALF_OPEN,
             State::Closed => {
                 (self.generation << GATE_GENERATION_SHIFT)
                     | if self.success_is_quiet() {
@@ -218,6 +227,12 @@ impl Machine {
         self.window_reason(c).is_some()
     }
 
+    /// From when a call to a closed breaker must take the lock to be
+    /// checked against a maintenance window (`u64::MAX`: never).
+    pub(crate) fn watch_from(&self, now: u64) -> u64 {
+        self.recovering.watch_from(now)
+    }
+
     /// Whether the slow-call clock must be read when a call starts.
     pub(crate) fn times_calls(&self) -> bool {
         self.slow_after.is_some() || self.latency.is_some()
@@ -226,12 +241,21 @@ impl Machine {
     /// Decides whether a call may go at `now`.
     pub(crate) fn admit(&mut self, now: u64) -> (Admit, Option<Transition>) {
         match self.state {
-            State::Closed => (
-                Admit::Go(Ticket::Closed {
-                    generation: self.generation,
-                }),
-                None,
-            ),
+            State::Closed => match self.recovering.admit_closed(now) {
+                Ok(()) => (
+                    Admit::Go(Ticket::Closed {
+                        generation: self.generation,
+                    }),
+                    None,
+                ),
+                Err(retry_after) => (
+                    Admit::Refuse {
+                        state: State::Closed,
+                        retry_after,
+                    },
+                    None,
+                ),
+            },
             State::ForcedOpen => (self.refuse(now), None),
             State::Open if now < self.open_until => (self.refuse(now), None),
             State::Open => {
@@ -295,6 +319,17 @@ impl Machine {
         outcome: Verdict,
         elapsed: u64,
     ) -> Option<Transition> {
+        // A failure in a maintenance window touches no counter.
+        if self.recovering.is_neutral(now, outcome) {
+            if let Ticket::Probe { id } = ticket {
+                let mine = |p: &Option<Probe>| p.is_some_and(|p| p.id == id);
+                self.probes
+                    .iter_mut()
+                    .filter(|p| mine(p))
+                    .for_each(|p| *p = None);
+            }
+            return None;
+        }
         let slow = outcome == Verdict::Success && self.slow_after.is_some_and(|d| elapsed > d);
         let t = &mut self.totals;
         t.calls += 1;
@@ -365,6 +400,11 @@ impl Machine {
                 false
             }
             Verdict::Failure | Verdict::Throttled(_) => {
+                if let Some(reopens) = self.recovering.ramp_failed(now) {
+                    // A relapse during the ramp: the outage's backoff goes on.
+                    self.reopens = reopens;
+                    return Some(self.reopen(now, Reason::RampFailed));
+                }
                 self.consecutive = self.consecutive.saturating_add(1);
                 true
             }
@@ -453,8 +493,10 @@ impl Machine {
             Verdict::Success => {
                 self.probe_successes += 1;
                 if self.probe_successes >= self.s.half_open_success_threshold {
-                    let successes = self.probe_successes;
-                    Some(self.close(now, Reason::ProbeSucceeded { successes }))
+                    let (successes, reopens) = (self.probe_successes, self.reopens);
+                    let t = self.close(now, Reason::ProbeSucceeded { successes });
+                    self.recovering.closed_on_probe(now, reopens);
+                    Some(t)
                 } else {
                     None
                 }
@@ -478,6 +520,8 @@ impl Machine {
     fn open(&mut self, now: u64, reason: Reason) -> Transition {
         let mut rng = self.rng.clone();
         self.open_until = self.open_until_from(now, self.reopens, &mut rng);
+        // Deadlines cap every open period (`src/trading/`).
+        self.open_until = self.recovering.cap(now, self.open_until);
         self.rng = rng;
         self.open_period = self.open_until - now;
         self.trips += 1;
@@ -503,6 +547,7 @@ impl Machine {
         self.consecutive = 0;
         self.throttle_until = 0;
         self.open_period = 0;
+        self.recovering.end_ramp();
         if let Some(w) = &mut self.window {
             w.clear();
         }
@@ -639,6 +684,11 @@ impl Machine {
             probes_in_flight: self.probes.iter().flatten().count() as u32,
             latency_percentile: self.latency.as_ref().and_then(|l| l.last_percentile()),
             latency_breaches: self.latency.as_ref().map_or(0, |l| l.breaches()),
+            ramp_fraction: (self.state == State::Closed)
+                .then(|| self.recovering.ramp_fraction(now))
+                .flatten(),
+            maintenance_until: self.recovering.maintenance_until(now),
+            neutral_failures: self.recovering.neutral_failures(),
         };
         match self.state_at(now) {
             // Past its open period: the next call is the probe.
@@ -655,6 +705,7 @@ impl Machine {
                     self.reopens.saturating_add(1),
                     &mut self.rng.clone(),
                 );
+                let until = self.recovering.cap(now, until);
                 v.state = State::Open;
                 v.retry_after = Some(until - now);
                 v.open_period = until - now;
