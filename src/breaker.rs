@@ -87,6 +87,24 @@ struct Inner {
     subscribers: Arc<Subscribers>,
 }
 
+/// A breaker held without keeping it alive, by the health-probe thread.
+#[derive(Clone)]
+pub(crate) struct WeakBreaker(Weak<Inner>);
+
+impl WeakBreaker {
+    pub(crate) fn upgrade(&self) -> Option<Breaker> {
+        self.0.upgrade().map(|inner| Breaker { inner })
+    }
+
+    pub(crate) fn is_alive(&self) -> bool {
+        self.0.strong_count() > 0
+    }
+
+    pub(crate) fn same(&self, other: &WeakBreaker) -> bool {
+        self.0.ptr_eq(&other.0)
+    }
+}
+
 /// Set in `Inner::delivery` while a thread delivers.
 const BUSY: u64 = 1;
 /// One change handed off, in `Inner::delivery`.
@@ -128,12 +146,13 @@ impl Breaker {
         let seed = b.jitter_seed.unwrap_or_else(Rng::random_seed);
         b.settings.recovery.anchor(time.now());
         let watches = b.settings.recovery.watches_calls();
+        let health_probe = b.settings.recovery.health_probe();
         let machine = Machine::new(b.settings, seed, time.now());
         let (gate, published) = Gate::new(machine.gate(), machine.quiet_until());
         let classifier = b
             .classifier
             .expect("build() checked that a classifier is set");
-        Breaker {
+        let breaker = Breaker {
             inner: Arc::new(Inner {
                 name: Arc::from(b.name.as_str()),
                 inline_name: crate::name::Inline::new(&b.name),
@@ -161,7 +180,50 @@ impl Breaker {
                 on_change: b.on_state_change,
                 subscribers: Arc::default(),
             }),
+        };
+        if let Some(p) = health_probe {
+            if !crate::trading::probe::watch(&breaker, p) {
+                breaker.inner.core.lock().machine.probe_live();
+            }
         }
+        breaker
+    }
+
+    /// A handle that does not keep the breaker alive.
+    pub(crate) fn downgrade(&self) -> WeakBreaker {
+        WeakBreaker(Arc::downgrade(&self.inner))
+    }
+
+    /// On the health-probe thread: moves the breaker to half-open for its
+    /// probe if its open period has ended, and returns the probe's ticket
+    /// and start. Lock-free unless the gate says open and past its period,
+    /// or half-open.
+    pub(crate) fn begin_health_probe(&self) -> Option<(Ticket, u64)> {
+        let gate = self.inner.gate.word();
+        let now = self.inner.time.now();
+        match gate & 3 {
+            GATE_CLOSED | GATE_FORCED => return None,
+            GATE_OPEN if now < gate >> 2 => return None,
+            _ => {}
+        }
+        let (ticket, changed) = {
+            let mut core = self.lock();
+            let (ticket, transition) = core.machine.admit_background(now);
+            let changed = transition.is_some();
+            if let Some(t) = transition {
+                self.publish(&mut core, t);
+            }
+            (ticket, changed)
+        };
+        if changed {
+            self.inner.dispatch(1);
+        }
+        ticket.map(|t| (t, now))
+    }
+
+    /// On the health-probe thread: records the probe's outcome.
+    pub(crate) fn end_health_probe(&self, ticket: Ticket, started: u64, outcome: Verdict) {
+        self.settle_locked(ticket, started, outcome);
     }
 
     /// The breaker's name.

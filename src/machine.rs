@@ -276,6 +276,10 @@ impl Machine {
 
     /// Whether `admit(now)` would admit a call, changing nothing.
     pub(crate) fn would_admit(&self, now: u64) -> bool {
+        // With a health probe, only its thread probes.
+        if self.state != State::Closed && self.recovering.probes_in_background() {
+            return false;
+        }
         match self.state {
             State::Closed => true,
             State::ForcedOpen => false,
@@ -288,6 +292,32 @@ impl Machine {
     }
 
     fn admit_probe(&mut self, now: u64) -> Admit {
+        if self.recovering.probes_in_background() {
+            return self.refuse(now);
+        }
+        self.take_probe(now)
+            .map_or_else(|| self.refuse(now), Admit::Go)
+    }
+
+    /// The health-probe thread asks to probe at `now` (`src/trading/`): past
+    /// the open period, or half-open with no probe out.
+    pub(crate) fn admit_background(&mut self, now: u64) -> (Option<Ticket>, Option<Transition>) {
+        let t = match self.state {
+            State::Open if now >= self.open_until => {
+                Some(self.enter(now, State::HalfOpen, Reason::OpenPeriodElapsed))
+            }
+            State::HalfOpen if self.probes.iter().all(Option::is_none) => None,
+            _ => return (None, None),
+        };
+        (self.take_probe(now), t)
+    }
+
+    /// The health-probe thread cannot take this breaker: live calls probe.
+    pub(crate) fn probe_live(&mut self) {
+        self.recovering.probe_live();
+    }
+
+    fn take_probe(&mut self, now: u64) -> Option<Ticket> {
         match self.probes.iter_mut().find(|p| p.is_none()) {
             Some(slot) => {
                 self.next_probe_id += 1;
@@ -296,9 +326,9 @@ impl Machine {
                     id,
                     deadline: now.saturating_add(self.probe_budget),
                 });
-                Admit::Go(Ticket::Probe { id })
+                Some(Ticket::Probe { id })
             }
-            None => self.refuse(now),
+            None => None,
         }
     }
 

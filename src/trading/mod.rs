@@ -7,6 +7,8 @@
 //! - [`MaintenanceWindow`]: declared windows during which a vendor's
 //!   failures are neutral, shown in the snapshot as maintenance, optionally
 //!   short-circuited to the fallback.
+//! - [`HealthProbe`]: a cheap call that one background thread per process
+//!   makes when the open period ends, instead of a live request.
 //! - [`Deadlines`]: market open, an end-of-day file: the open period is
 //!   capped so that a probe goes out at least a lead time before the next
 //!   one.
@@ -20,6 +22,7 @@
 
 #[cfg(feature = "calendar")]
 mod calendar;
+pub(crate) mod probe;
 mod schedule;
 
 use std::time::{Duration, SystemTime};
@@ -30,6 +33,7 @@ pub use calendar::MONDAY_TO_FRIDAY;
 /// calendar takes.
 #[cfg(feature = "calendar")]
 pub use jiff;
+pub use probe::HealthProbe;
 pub use schedule::{Deadlines, MaintenanceWindow, WallClock};
 
 use crate::config::BreakerBuilder;
@@ -46,6 +50,7 @@ pub(crate) struct Recovery {
     deadlines: Vec<Deadlines>,
     lead: Duration,
     wall_clock: Option<WallClock>,
+    probe: Option<HealthProbe>,
     /// Set when the breaker is built: the one wall-clock reading.
     anchor: Option<Anchor>,
 }
@@ -59,6 +64,7 @@ impl Default for Recovery {
             deadlines: Vec::new(),
             lead: DEFAULT_LEAD,
             wall_clock: None,
+            probe: None,
             anchor: None,
         }
     }
@@ -90,7 +96,15 @@ impl Recovery {
         self.short_circuit && !self.windows.is_empty()
     }
 
+    /// The health probe, for the breaker to hand to the probe thread.
+    pub(crate) fn health_probe(&self) -> Option<HealthProbe> {
+        self.probe.clone()
+    }
+
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(p) = &self.probe {
+            p.validate()?;
+        }
         if let Some(r) = &self.ramp {
             r.validate()?;
         }
@@ -152,6 +166,14 @@ impl<T> BreakerBuilder<T> {
     /// Default: 5 minutes.
     pub fn probe_lead(mut self, lead: Duration) -> Self {
         self.settings.recovery.lead = lead;
+        self
+    }
+
+    /// Probes recovery with `probe` on the process's health-probe thread
+    /// instead of a live call (see [`HealthProbe`]). Default: none, the
+    /// first call after the open period is the probe.
+    pub fn health_probe(mut self, probe: HealthProbe) -> Self {
+        self.settings.recovery.probe = Some(probe);
         self
     }
 
@@ -220,6 +242,8 @@ pub(crate) struct Recovering {
     plan: Option<Plan>,
     short_circuit: bool,
     neutral: u64,
+    /// Whether only the health-probe thread probes.
+    background: bool,
 }
 
 impl Recovering {
@@ -235,7 +259,19 @@ impl Recovering {
             }),
             short_circuit: r.short_circuit,
             neutral: 0,
+            background: r.probe.is_some(),
         }
+    }
+
+    /// Whether only the health-probe thread may probe: live callers are
+    /// refused while the breaker is half-open.
+    pub(crate) fn probes_in_background(&self) -> bool {
+        self.background
+    }
+
+    /// The health-probe thread cannot take this breaker: live calls probe.
+    pub(crate) fn probe_live(&mut self) {
+        self.background = false;
     }
 
     /// Whether a closed breaker must send every call through the lock:
