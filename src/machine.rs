@@ -300,8 +300,14 @@ impl Machine {
     }
 
     /// The health-probe thread asks to probe at `now` (`src/trading/`): past
-    /// the open period, or half-open with no probe out.
+    /// the open period, or half-open with no probe out, and outside any
+    /// maintenance window.
     pub(crate) fn admit_background(&mut self, now: u64) -> (Option<Ticket>, Option<Transition>) {
+        // Not during a maintenance window: its failure would be neutral,
+        // and the probe would go again at once.
+        if self.recovering.maintenance_until(now).is_some() {
+            return (None, None);
+        }
         let t = match self.state {
             State::Open if now >= self.open_until => {
                 Some(self.enter(now, State::HalfOpen, Reason::OpenPeriodElapsed))

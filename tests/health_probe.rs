@@ -163,3 +163,33 @@ fn would_permit_says_no_while_the_probe_thread_decides() {
     assert_eq!(next(&sub).to, State::Closed);
     assert!(b.would_permit());
 }
+
+#[test]
+fn the_probe_waits_for_the_end_of_a_maintenance_window() {
+    use fusebox::trading::{MaintenanceWindow, WallClock};
+    use std::time::SystemTime;
+
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let (probe, calls) = counting_probe(true);
+    let (builder, mock) = quiet("corporate-actions");
+    let b = builder
+        .consecutive_failure_threshold(1)
+        .open_duration(10 * SEC)
+        .health_probe(probe)
+        .wall_clock(WallClock::fixed(t0))
+        .maintenance_window(MaintenanceWindow::once(t0 + 5 * SEC, t0 + 60 * SEC))
+        .build()
+        .unwrap();
+    let sub = b.subscribe(64).unwrap();
+    trip(&b, 1);
+    next(&sub);
+    mock.increment(30 * SEC); // past the open period, inside the window
+    assert_eq!(b.snapshot().status(), "maintenance");
+    // A few of the probe thread's passes (it looks every 20 ms).
+    assert!(sub.recv_timeout(Duration::from_millis(200)).is_none());
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    mock.increment(30 * SEC);
+    assert_eq!(next(&sub).to, State::HalfOpen);
+    assert_eq!(next(&sub).to, State::Closed);
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}

@@ -120,6 +120,8 @@ struct Running {
 
 static WATCHER: OnceLock<Option<Sender<Watched>>> = OnceLock::new();
 static RUNNING: AtomicUsize = AtomicUsize::new(0);
+/// Breakers queued for the watcher or watched by it: at most `CAPACITY`.
+static WATCHED: AtomicUsize = AtomicUsize::new(0);
 
 /// Has the health-probe thread watch `breaker`, starting the thread if it
 /// has not started. False if it cannot: the thread could not be started or
@@ -133,11 +135,22 @@ pub(crate) fn watch(breaker: &Breaker, probe: HealthProbe) -> bool {
             .ok()
             .map(|_| tx)
     });
+    let Some(tx) = tx else {
+        return false;
+    };
+    if WATCHED.fetch_add(1, Ordering::AcqRel) >= CAPACITY {
+        WATCHED.fetch_sub(1, Ordering::AcqRel);
+        return false;
+    }
     let watched = Watched {
         breaker: breaker.downgrade(),
         probe,
     };
-    tx.as_ref().is_some_and(|tx| tx.try_send(watched).is_ok())
+    let sent = tx.try_send(watched).is_ok();
+    if !sent {
+        WATCHED.fetch_sub(1, Ordering::AcqRel);
+    }
+    sent
 }
 
 fn run(rx: &Receiver<Watched>) {
@@ -153,7 +166,6 @@ fn run(rx: &Receiver<Watched>) {
             Ok(w) => {
                 watched.push(w);
                 watched.extend(rx.try_iter());
-                watched.truncate(CAPACITY);
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
@@ -164,7 +176,9 @@ fn run(rx: &Receiver<Watched>) {
             // Hung past its deadline: abandoned. Or its thread is gone.
             Err(_) => finish(r, false),
         });
+        let before = watched.len();
         watched.retain(|w| w.breaker.is_alive());
+        WATCHED.fetch_sub(before - watched.len(), Ordering::AcqRel);
         for w in &watched {
             if running.iter().any(|r| r.breaker.same(&w.breaker))
                 || RUNNING.load(Ordering::Acquire) >= MAX_RUNNING
