@@ -1,7 +1,7 @@
 //! Trading-aware recovery: ramp-up after close, maintenance windows, and
 //! recovery before a deadline.
 //!
-//! - [`RampUp`](crate::RampUp): for a while after a breaker closes, admit a
+//! - [`RampUp`]: for a while after a breaker closes, admit a
 //!   rising fraction of calls, so that a just-recovered vendor is not hit
 //!   by every waiting thread at once.
 //! - [`MaintenanceWindow`]: declared windows during which a vendor's
