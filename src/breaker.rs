@@ -72,6 +72,9 @@ struct Inner {
     time: Time,
     times_calls: bool,
     has_window: bool,
+    /// From when a call to a closed breaker takes the lock to be checked
+    /// against a maintenance window; read only when `times_calls`.
+    watch_from: AtomicU64,
     core: Mutex<Core>,
     /// Who delivers: bit 0 ([`BUSY`]) is set while a thread delivers; above
     /// it, in units of [`CREDIT`], the changes handed off to the notifier.
@@ -82,6 +85,24 @@ struct Inner {
     classifier: Classifier,
     on_change: Option<Callback>,
     subscribers: Arc<Subscribers>,
+}
+
+/// A breaker held without keeping it alive, by the health-probe thread.
+#[derive(Clone)]
+pub(crate) struct WeakBreaker(Weak<Inner>);
+
+impl WeakBreaker {
+    pub(crate) fn upgrade(&self) -> Option<Breaker> {
+        self.0.upgrade().map(|inner| Breaker { inner })
+    }
+
+    pub(crate) fn is_alive(&self) -> bool {
+        self.0.strong_count() > 0
+    }
+
+    pub(crate) fn same(&self, other: &WeakBreaker) -> bool {
+        self.0.ptr_eq(&other.0)
+    }
 }
 
 /// Set in `Inner::delivery` while a thread delivers.
@@ -120,14 +141,18 @@ impl Breaker {
     }
 
     pub(crate) fn from_builder(b: BreakerBuilder) -> Breaker {
-        let time = Time::new(b.clock);
+        let mut b = b;
+        let time = Time::new(b.clock.take());
         let seed = b.jitter_seed.unwrap_or_else(Rng::random_seed);
+        b.settings.recovery.anchor(time.now());
+        let watches = b.settings.recovery.watches_calls();
+        let health_probe = b.settings.recovery.health_probe();
         let machine = Machine::new(b.settings, seed, time.now());
         let (gate, published) = Gate::new(machine.gate(), machine.quiet_until());
         let classifier = b
             .classifier
             .expect("build() checked that a classifier is set");
-        Breaker {
+        let breaker = Breaker {
             inner: Arc::new(Inner {
                 name: Arc::from(b.name.as_str()),
                 inline_name: crate::name::Inline::new(&b.name),
@@ -136,8 +161,9 @@ impl Breaker {
                     .expect("build() checked that a call path is set"),
                 gate,
                 short_circuits: Counter::default(),
-                times_calls: machine.times_calls(),
+                times_calls: machine.times_calls() || watches,
                 has_window: machine.quiet_until() != u64::MAX,
+                watch_from: AtomicU64::new(machine.watch_from(time.now())),
                 time,
                 core: Mutex::new(Core {
                     published,
@@ -154,7 +180,50 @@ impl Breaker {
                 on_change: b.on_state_change,
                 subscribers: Arc::default(),
             }),
+        };
+        if let Some(p) = health_probe {
+            if !crate::trading::probe::watch(&breaker, p) {
+                breaker.inner.core.lock().machine.probe_live();
+            }
         }
+        breaker
+    }
+
+    /// A handle that does not keep the breaker alive.
+    pub(crate) fn downgrade(&self) -> WeakBreaker {
+        WeakBreaker(Arc::downgrade(&self.inner))
+    }
+
+    /// On the health-probe thread: moves the breaker to half-open for its
+    /// probe if its open period has ended, and returns the probe's ticket
+    /// and start. Lock-free unless the gate says open and past its period,
+    /// or half-open.
+    pub(crate) fn begin_health_probe(&self) -> Option<(Ticket, u64)> {
+        let gate = self.inner.gate.word();
+        let now = self.inner.time.now();
+        match gate & 3 {
+            GATE_CLOSED | GATE_FORCED => return None,
+            GATE_OPEN if now < gate >> 2 => return None,
+            _ => {}
+        }
+        let (ticket, changed) = {
+            let mut core = self.lock();
+            let (ticket, transition) = core.machine.admit_background(now);
+            let changed = transition.is_some();
+            if let Some(t) = transition {
+                self.publish(&mut core, t);
+            }
+            (ticket, changed)
+        };
+        if changed {
+            self.inner.dispatch(1);
+        }
+        ticket.map(|t| (t, now))
+    }
+
+    /// On the health-probe thread: records the probe's outcome.
+    pub(crate) fn end_health_probe(&self, ticket: Ticket, started: u64, outcome: Verdict) {
+        self.settle_locked(ticket, started, outcome);
     }
 
     /// The breaker's name.
@@ -357,11 +426,9 @@ impl Breaker {
         match gate & 3 {
             GATE_CLOSED => {
                 let generation = gate >> GATE_GENERATION_SHIFT;
-                return Ok(Permit::new(
-                    self,
-                    Ticket::Closed { generation },
-                    self.start(),
-                ));
+                if let Some(started) = self.start() {
+                    return Ok(Permit::new(self, Ticket::Closed { generation }, started));
+                }
             }
             GATE_FORCED => {
                 // Forced open until reset (0), or until an expiry.
@@ -424,10 +491,16 @@ impl Breaker {
         let (admit, changed) = {
             let mut core = self.lock();
             let (admit, transition) = core.machine.admit(now);
-            let changed = transition.is_some();
-            if let Some(t) = transition {
-                self.publish(&mut core, t);
-            }
+            let changed = match transition {
+                Some(t) => {
+                    self.publish(&mut core, t);
+                    true
+                }
+                // A ramp may have ended.
+                None => self.sync_gate(&mut core),
+            };
+            let watch_from = core.machine.watch_from(now);
+            self.inner.watch_from.store(watch_from, Ordering::Relaxed);
             (admit, changed)
         };
         if changed {
@@ -445,12 +518,16 @@ impl Breaker {
         Rejected::new(self.inner.inline_name, state, retry_after)
     }
 
+    /// When a call admitted by a closed gate starts (0 if calls are not
+    /// timed); `None` if it must take the lock, to be checked against a
+    /// maintenance window.
     #[inline]
-    fn start(&self) -> u64 {
+    fn start(&self) -> Option<u64> {
         if self.inner.times_calls {
-            self.inner.time.now()
+            let now = self.inner.time.now();
+            (now < self.inner.watch_from.load(Ordering::Relaxed)).then_some(now)
         } else {
-            0
+            Some(0)
         }
     }
 
@@ -577,6 +654,11 @@ impl Breaker {
             backoff_step: v.backoff_step,
             override_remaining: v.override_remaining.map(Duration::from_nanos),
             flapping: v.flapping,
+            ramp_fraction: v.ramp_fraction,
+            maintenance: v
+                .maintenance_until
+                .map(|end| Duration::from_nanos(end.saturating_sub(now))),
+            neutral_failures: v.neutral_failures,
         }
     }
 

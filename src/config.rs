@@ -29,6 +29,8 @@ pub(crate) struct Settings {
     pub(crate) latency_trip: Option<LatencyTrip>,
     pub(crate) flapping_trips: Option<u32>,
     pub(crate) flapping_window: Duration,
+    /// Ramp-up, maintenance windows, deadlines (`src/trading/`).
+    pub(crate) recovery: crate::trading::Recovery,
 }
 
 impl Settings {
@@ -62,6 +64,7 @@ impl Default for Settings {
             latency_trip: None,
             flapping_trips: Some(3),
             flapping_window: Duration::from_secs(600),
+            recovery: crate::trading::Recovery::default(),
         }
     }
 }
@@ -357,6 +360,7 @@ impl<T> BreakerBuilder<T> {
         if let Some(policy) = &s.latency_trip {
             policy.validate()?;
         }
+        s.recovery.validate()?;
         let b = &s.backoff;
         check(
             "open_duration",

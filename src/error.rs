@@ -36,7 +36,8 @@ impl Rejected {
         let code = match state {
             State::Open => 0,
             State::HalfOpen => 1,
-            State::ForcedOpen | State::Closed | State::ForcedClosed => 2,
+            State::ForcedOpen | State::ForcedClosed => 2,
+            State::Closed => 3,
         };
         let retry = retry_after.map_or(NO_RETRY, |n| n.min(NO_RETRY - 1));
         Rejected {
@@ -51,12 +52,17 @@ impl Rejected {
     }
 
     /// The state the breaker was in: [`State::Open`], [`State::HalfOpen`]
-    /// (a probe is already out) or [`State::ForcedOpen`].
+    /// (a probe is already out), [`State::ForcedOpen`], or
+    /// [`State::Closed`]: closed, but ramping up after recovery
+    /// ([`RampUp`](crate::RampUp); no `retry_after`) or in a maintenance
+    /// window that short-circuits calls (`retry_after` is the time left in
+    /// the window).
     pub fn state(&self) -> State {
         match self.word >> 62 {
             0 => State::Open,
             1 => State::HalfOpen,
-            _ => State::ForcedOpen,
+            2 => State::ForcedOpen,
+            _ => State::Closed,
         }
     }
 
@@ -119,7 +125,13 @@ impl fmt::Debug for Rejected {
 
 impl fmt::Display for Rejected {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "breaker `{}` is {}", self.breaker(), self.state())?;
+        match (self.state(), self.retry_after()) {
+            (State::Closed, None) => write!(f, "breaker `{}` is ramping up", self.breaker())?,
+            (State::Closed, Some(_)) => {
+                write!(f, "breaker `{}` is in maintenance", self.breaker())?;
+            }
+            (state, _) => write!(f, "breaker `{}` is {state}", self.breaker())?,
+        }
         if let Some(d) = self.retry_after() {
             write!(f, ", retry after {d:?}")?;
         }

@@ -71,6 +71,10 @@ pub enum Reason {
     },
     /// A probe did not report back within `max_probe_duration`.
     ProbeExpired,
+    /// A call failed during the ramp-up after recovery
+    /// ([`RampUp`](crate::RampUp)): the breaker re-opens with the outage's
+    /// escalated open period.
+    RampFailed,
     /// An operator forced the breaker open.
     ForcedOpen {
         /// Who asked.
@@ -140,6 +144,7 @@ impl fmt::Display for Reason {
             Reason::ProbeFailed => f.write_str("probe failed"),
             Reason::ProbeSlow { elapsed } => write!(f, "probe was slow ({})", Millis(*elapsed)),
             Reason::ProbeExpired => f.write_str("probe did not report back in time"),
+            Reason::RampFailed => f.write_str("a call failed during the ramp-up"),
             Reason::ForcedOpen { actor, note } => write!(f, "forced open by {actor}: {note}"),
             Reason::ForcedClosed { actor, note } => write!(f, "forced closed by {actor}: {note}"),
             Reason::OverrideExpired => f.write_str("the operator override expired"),

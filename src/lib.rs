@@ -112,6 +112,8 @@
 //!   calls that cannot time themselves out, and a bounded dead-letter buffer,
 //!   layered around a breaker. No extra dependency; threads are started only
 //!   by a deadline pool a user builds.
+//! - `calendar`: recurring deadlines and maintenance windows in a named IANA
+//!   time zone in [`trading`], with `jiff` doing the time-zone arithmetic.
 //! - `anyhow`: classifiers and the search for inner breakers' refusals see
 //!   inside `anyhow::Error` (its context chain included) in
 //!   [`Breaker::call_any`].
@@ -171,11 +173,13 @@ mod notifier;
 mod permit;
 #[cfg(feature = "prometheus")]
 pub mod prometheus;
+mod ramp;
 #[cfg(feature = "registry")]
 pub mod registry;
 mod snapshot;
 mod state;
 mod sync;
+pub mod trading;
 mod window;
 
 pub use breaker::{Breaker, Decorated};
@@ -188,6 +192,7 @@ pub use error::{CallError, ConfigError, Rejected};
 pub use events::{Delivery, Iter, Reason, StateChange, Subscription, TryIter};
 pub use latency::LatencyTrip;
 pub use permit::{OwnedPermit, Permit};
+pub use ramp::RampUp;
 pub use snapshot::{Snapshot, Totals};
 pub use state::State;
 

@@ -12,6 +12,7 @@ use crate::backoff::Rng;
 use crate::config::Settings;
 use crate::events::Reason;
 use crate::latency::LatencyWindow;
+use crate::trading::Recovering;
 use crate::window::{Counts, Window};
 use crate::{State, Verdict};
 
@@ -119,6 +120,8 @@ pub(crate) struct Machine {
     /// The instants of the latest trips, a ring of `flapping_trips` slots.
     recent_trips: Box<[u64]>,
     next_trip_slot: usize,
+    /// Ramp-up, maintenance windows and deadlines (`src/trading/`).
+    recovering: Recovering,
 }
 
 /// Everything the snapshot reads from the machine, at one instant.
@@ -140,6 +143,9 @@ pub(crate) struct View {
     pub(crate) backoff_step: u32,
     pub(crate) override_remaining: Option<u64>,
     pub(crate) flapping: bool,
+    pub(crate) ramp_fraction: Option<f64>,
+    pub(crate) maintenance_until: Option<u64>,
+    pub(crate) neutral_failures: u64,
 }
 
 impl Machine {
@@ -161,6 +167,7 @@ impl Machine {
             recent_trips: vec![u64::MAX; s.flapping_trips.unwrap_or(0) as usize].into_boxed_slice(),
             next_trip_slot: 0,
             override_until: None,
+            recovering: Recovering::new(&s.recovery),
             s,
             state: State::Closed,
             entered_at: now,
@@ -181,6 +188,8 @@ impl Machine {
     /// The gate word for the current state (without the breaker's tag).
     pub(crate) fn gate(&self) -> u64 {
         match self.state {
+            // A ramp decides on each call under the lock.
+            State::Closed if self.recovering.routes_through_lock() => GATE_HALF_OPEN,
             State::Closed => {
                 (self.generation << GATE_GENERATION_SHIFT)
                     | if self.success_is_quiet() {
@@ -233,6 +242,12 @@ impl Machine {
         self.window_reason(c).is_some()
     }
 
+    /// From when a call to a closed breaker must take the lock to be
+    /// checked against a maintenance window (`u64::MAX`: never).
+    pub(crate) fn watch_from(&self, now: u64) -> u64 {
+        self.recovering.watch_from(now)
+    }
+
     /// Whether the slow-call clock must be read when a call starts.
     pub(crate) fn times_calls(&self) -> bool {
         self.slow_after.is_some() || self.latency.is_some()
@@ -244,12 +259,27 @@ impl Machine {
             return (self.admit(now).0, Some(t));
         }
         match self.state {
-            State::Closed | State::ForcedClosed => (
+            State::ForcedClosed => (
                 Admit::Go(Ticket::Closed {
                     generation: self.generation,
                 }),
                 None,
             ),
+            State::Closed => match self.recovering.admit_closed(now) {
+                Ok(()) => (
+                    Admit::Go(Ticket::Closed {
+                        generation: self.generation,
+                    }),
+                    None,
+                ),
+                Err(retry_after) => (
+                    Admit::Refuse {
+                        state: State::Closed,
+                        retry_after,
+                    },
+                    None,
+                ),
+            },
             State::ForcedOpen => (self.refuse(now), None),
             State::Open if now < self.open_until => (self.refuse(now), None),
             State::Open => {
@@ -270,6 +300,10 @@ impl Machine {
 
     /// Whether `admit(now)` would admit a call, changing nothing.
     pub(crate) fn would_admit(&self, now: u64) -> bool {
+        // With a health probe, only its thread probes.
+        if self.state != State::Closed && self.recovering.probes_in_background() {
+            return false;
+        }
         match self.state {
             State::Closed | State::ForcedClosed => true,
             State::ForcedOpen => self.override_expired(now),
@@ -282,6 +316,38 @@ impl Machine {
     }
 
     fn admit_probe(&mut self, now: u64) -> Admit {
+        if self.recovering.probes_in_background() {
+            return self.refuse(now);
+        }
+        self.take_probe(now)
+            .map_or_else(|| self.refuse(now), Admit::Go)
+    }
+
+    /// The health-probe thread asks to probe at `now` (`src/trading/`): past
+    /// the open period, or half-open with no probe out, and outside any
+    /// maintenance window.
+    pub(crate) fn admit_background(&mut self, now: u64) -> (Option<Ticket>, Option<Transition>) {
+        // Not during a maintenance window: its failure would be neutral,
+        // and the probe would go again at once.
+        if self.recovering.maintenance_until(now).is_some() {
+            return (None, None);
+        }
+        let t = match self.state {
+            State::Open if now >= self.open_until => {
+                Some(self.enter(now, State::HalfOpen, Reason::OpenPeriodElapsed))
+            }
+            State::HalfOpen if self.probes.iter().all(Option::is_none) => None,
+            _ => return (None, None),
+        };
+        (self.take_probe(now), t)
+    }
+
+    /// The health-probe thread cannot take this breaker: live calls probe.
+    pub(crate) fn probe_live(&mut self) {
+        self.recovering.probe_live();
+    }
+
+    fn take_probe(&mut self, now: u64) -> Option<Ticket> {
         match self.probes.iter_mut().find(|p| p.is_none()) {
             Some(slot) => {
                 self.next_probe_id += 1;
@@ -290,9 +356,9 @@ impl Machine {
                     id,
                     deadline: now.saturating_add(self.probe_budget),
                 });
-                Admit::Go(Ticket::Probe { id })
+                Some(Ticket::Probe { id })
             }
-            None => self.refuse(now),
+            None => None,
         }
     }
 
@@ -316,6 +382,17 @@ impl Machine {
         // An expired override first: the call then belongs to the period
         // that ended and counts in the totals only.
         let expired = self.expire(now);
+        // A failure in a maintenance window touches no counter.
+        if self.recovering.is_neutral(now, outcome) {
+            if let Ticket::Probe { id } = ticket {
+                let mine = |p: &Option<Probe>| p.is_some_and(|p| p.id == id);
+                self.probes
+                    .iter_mut()
+                    .filter(|p| mine(p))
+                    .for_each(|p| *p = None);
+            }
+            return expired;
+        }
         let slow = outcome == Verdict::Success && self.slow_after.is_some_and(|d| elapsed > d);
         let t = &mut self.totals;
         t.calls += 1;
@@ -386,6 +463,11 @@ impl Machine {
                 false
             }
             Verdict::Failure | Verdict::Throttled(_) => {
+                if let Some(reopens) = self.recovering.ramp_failed(now) {
+                    // A relapse during the ramp: the outage's backoff goes on.
+                    self.reopens = reopens;
+                    return Some(self.reopen(now, Reason::RampFailed));
+                }
                 self.consecutive = self.consecutive.saturating_add(1);
                 true
             }
@@ -474,8 +556,10 @@ impl Machine {
             Verdict::Success => {
                 self.probe_successes += 1;
                 if self.probe_successes >= self.s.half_open_success_threshold {
-                    let successes = self.probe_successes;
-                    Some(self.close(now, Reason::ProbeSucceeded { successes }))
+                    let (successes, reopens) = (self.probe_successes, self.reopens);
+                    let t = self.close(now, Reason::ProbeSucceeded { successes });
+                    self.recovering.closed_on_probe(now, reopens);
+                    Some(t)
                 } else {
                     None
                 }
@@ -521,6 +605,8 @@ impl Machine {
     fn open(&mut self, now: u64, reason: Reason) -> Transition {
         let mut rng = self.rng.clone();
         self.open_until = self.open_until_from(now, self.reopens, &mut rng);
+        // Deadlines cap every open period (`src/trading/`).
+        self.open_until = self.recovering.cap(now, self.open_until);
         self.rng = rng;
         self.open_period = self.open_until - now;
         self.trips += 1;
@@ -546,6 +632,7 @@ impl Machine {
         self.consecutive = 0;
         self.throttle_until = 0;
         self.open_period = 0;
+        self.recovering.end_ramp();
         if let Some(w) = &mut self.window {
             w.clear();
         }
@@ -727,6 +814,11 @@ impl Machine {
                 .filter(|_| self.state.is_forced())
                 .map(|u| u.saturating_sub(now)),
             flapping: self.flapping(now),
+            ramp_fraction: (self.state == State::Closed)
+                .then(|| self.recovering.ramp_fraction(now))
+                .flatten(),
+            maintenance_until: self.recovering.maintenance_until(now),
+            neutral_failures: self.recovering.neutral_failures(),
         };
         match self.state_at(now) {
             // Past its open period: the next call is the probe.
@@ -743,6 +835,7 @@ impl Machine {
                     self.reopens.saturating_add(1),
                     &mut self.rng.clone(),
                 );
+                let until = self.recovering.cap(now, until);
                 v.state = State::Open;
                 v.retry_after = Some(until - now);
                 v.open_period = until - now;

@@ -106,6 +106,41 @@ pub struct Snapshot {
     /// Whether `flapping_trips` trips happened within the last
     /// `flapping_window`.
     pub flapping: bool,
+    /// While a [`RampUp`](crate::RampUp) runs after recovery, the fraction
+    /// of calls a closed breaker admits now; `None` otherwise.
+    pub ramp_fraction: Option<f64>,
+    /// Inside a declared [`MaintenanceWindow`], the time left in it:
+    /// failures are neutral meanwhile, and [`status`](Self::status) reads
+    /// `maintenance` whatever the state.
+    ///
+    /// [`MaintenanceWindow`]: crate::trading::MaintenanceWindow
+    pub maintenance: Option<Duration>,
+    /// Failures made neutral by a maintenance window: counted nowhere else,
+    /// not in `totals` nor any trip condition.
+    pub neutral_failures: u64,
+}
+
+impl Snapshot {
+    /// What a dashboard or a metrics gauge shows: `maintenance` inside a
+    /// maintenance window (rather than `open`), otherwise the state's name
+    /// ([`State::as_str`]).
+    pub fn status(&self) -> &'static str {
+        if self.maintenance.is_some() {
+            "maintenance"
+        } else {
+            self.state.as_str()
+        }
+    }
+
+    /// [`status`](Self::status) as a gauge value: the state's
+    /// [`State::as_gauge`] (0 to 4), or 5 inside a maintenance window.
+    pub fn status_gauge(&self) -> u8 {
+        if self.maintenance.is_some() {
+            5
+        } else {
+            self.state.as_gauge()
+        }
+    }
 }
 
 pub(crate) fn rate(part: u64, whole: u64) -> f64 {

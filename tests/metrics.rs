@@ -82,6 +82,10 @@ fn check_breaker(expo: &Exposition, snap: &Snapshot, call_path: &str) {
         sample(expo, "fusebox_breaker_state", &l),
         f64::from(snap.state.as_gauge())
     );
+    assert_eq!(
+        sample(expo, "fusebox_breaker_in_maintenance", &l),
+        if snap.maintenance.is_some() { 1.0 } else { 0.0 }
+    );
     for state in [
         State::Closed,
         State::Open,

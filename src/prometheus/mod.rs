@@ -206,6 +206,14 @@ fn breakers(registry: &Registry, encoder: &mut DescriptorEncoder<'_>) -> Result<
         None,
         |s| Some(f64::from(s.state.as_gauge())),
     )?;
+    gauges(
+        e,
+        &rows,
+        "fusebox_breaker_in_maintenance",
+        "1 inside a declared maintenance window (failures are neutral), else 0.",
+        None,
+        |s| Some(if s.maintenance.is_some() { 1.0 } else { 0.0 }),
+    )?;
     {
         let mut m = family(
             e,

@@ -1,0 +1,197 @@
+//! Recurring deadlines and maintenance windows in a named IANA time zone,
+//! with `jiff` doing the time-zone and daylight-saving arithmetic.
+
+use std::time::{Duration, SystemTime};
+
+use jiff::civil::{Date, Time, Weekday};
+use jiff::tz::TimeZone;
+use jiff::{Span, Timestamp};
+
+use super::schedule::{DeadlineKind, Deadlines, MaintenanceWindow, WindowKind};
+use crate::ConfigError;
+
+/// Monday to Friday, the usual trading week.
+pub const MONDAY_TO_FRIDAY: [Weekday; 5] = [
+    Weekday::Monday,
+    Weekday::Tuesday,
+    Weekday::Wednesday,
+    Weekday::Thursday,
+    Weekday::Friday,
+];
+
+/// How far ahead a daily calendar looks for its next deadline: a calendar
+/// with no deadline in three years has none.
+const HORIZON_DAYS: i64 = 3 * 366;
+
+/// A named zone, looked up once; an unknown name is reported by `build()`.
+#[derive(Clone, Debug)]
+struct Zone {
+    name: String,
+    tz: Option<TimeZone>,
+}
+
+impl Zone {
+    fn new(name: &str) -> Self {
+        Zone {
+            name: name.to_owned(),
+            tz: TimeZone::get(name).ok(),
+        }
+    }
+
+    fn validate(&self, field: &'static str) -> Result<(), ConfigError> {
+        crate::config::check(
+            field,
+            self.tz.is_some(),
+            "must name an IANA time zone known to this system",
+            &self.name,
+        )
+    }
+
+    /// The local date at `at`, and the zone.
+    fn today(&self, at: SystemTime) -> Option<(Date, &TimeZone)> {
+        let tz = self.tz.as_ref()?;
+        let ts = Timestamp::try_from(at).ok()?;
+        Some((ts.to_zoned(tz.clone()).date(), tz))
+    }
+}
+
+/// The instant of local time `t` on `day` in `tz`. A time skipped by a
+/// clock change (02:30 on a spring-forward night) is read as the same
+/// distance past the change; a repeated one as its first occurrence.
+fn instant(tz: &TimeZone, day: Date, t: Time) -> Option<SystemTime> {
+    tz.to_timestamp(day.to_datetime(t))
+        .ok()
+        .map(SystemTime::from)
+}
+
+fn plus_days(day: Date, n: i64) -> Option<Date> {
+    day.checked_add(Span::new().try_days(n).ok()?).ok()
+}
+
+/// A window every week: from `start` local time on `day`, for `length`.
+#[derive(Clone, Debug)]
+pub(crate) struct Weekly {
+    zone: Zone,
+    day: Weekday,
+    start: Time,
+    length: Duration,
+}
+
+impl Weekly {
+    pub(crate) fn around_or_after(&self, at: SystemTime) -> Option<(SystemTime, SystemTime)> {
+        let (today, tz) = self.zone.today(at)?;
+        (-7..=7)
+            .filter_map(|n| plus_days(today, n))
+            .filter(|d| d.weekday() == self.day)
+            .filter_map(|d| instant(tz, d, self.start))
+            .map(|s| (s, s + self.length))
+            .find(|(_, end)| *end > at)
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        self.zone.validate("maintenance_window")?;
+        crate::config::check(
+            "maintenance_window",
+            !self.length.is_zero() && self.length < Duration::from_secs(7 * 24 * 3600),
+            "must last longer than zero and less than a week",
+            format_args!("{:?}", self.length),
+        )
+    }
+}
+
+/// Times of day on a set of weekdays, less holidays.
+#[derive(Clone, Debug)]
+pub(crate) struct Daily {
+    zone: Zone,
+    times: Vec<Time>,
+    weekdays: Vec<Weekday>,
+    holidays: Vec<Date>,
+}
+
+impl Daily {
+    pub(crate) fn next_after(&self, after: SystemTime) -> Option<SystemTime> {
+        let (today, tz) = self.zone.today(after)?;
+        (-1..=HORIZON_DAYS)
+            .filter_map(|n| plus_days(today, n))
+            .filter(|d| self.weekdays.contains(&d.weekday()) && !self.holidays.contains(d))
+            .flat_map(|d| self.times.iter().filter_map(move |t| instant(tz, d, *t)))
+            .find(|t| *t > after)
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        self.zone.validate("deadlines")?;
+        crate::config::check(
+            "deadlines",
+            !self.times.is_empty() && !self.weekdays.is_empty(),
+            "must name at least one time of day and one weekday",
+            format_args!(
+                "{} times, {} weekdays",
+                self.times.len(),
+                self.weekdays.len()
+            ),
+        )
+    }
+}
+
+impl Deadlines {
+    /// Each of `times` (local time in the IANA zone `zone`, such as
+    /// `"America/New_York"`) on each of `weekdays`, except on `holidays`
+    /// (local dates). Daylight-saving changes are the zone's: 09:30 is
+    /// 09:30 local on both sides of one. `build()` refuses an unknown zone
+    /// and an empty list of times or weekdays.
+    ///
+    /// ```
+    /// use fusebox::trading::{Deadlines, MONDAY_TO_FRIDAY};
+    /// use jiff::civil::{date, time};
+    ///
+    /// let nyse_open = Deadlines::daily(
+    ///     "America/New_York",
+    ///     [time(9, 30, 0, 0)],
+    ///     MONDAY_TO_FRIDAY,
+    ///     [date(2026, 12, 25), date(2027, 1, 1)],
+    /// );
+    /// ```
+    pub fn daily(
+        zone: &str,
+        times: impl IntoIterator<Item = Time>,
+        weekdays: impl IntoIterator<Item = Weekday>,
+        holidays: impl IntoIterator<Item = Date>,
+    ) -> Self {
+        let mut times: Vec<Time> = times.into_iter().collect();
+        times.sort();
+        times.dedup();
+        Deadlines(DeadlineKind::Daily(Daily {
+            zone: Zone::new(zone),
+            times,
+            weekdays: weekdays.into_iter().collect(),
+            holidays: holidays.into_iter().collect(),
+        }))
+    }
+}
+
+impl MaintenanceWindow {
+    /// A window every week on `day`, from local time `start` in the IANA
+    /// zone `zone`, lasting `length` (less than a week). `build()` refuses
+    /// an unknown zone.
+    ///
+    /// ```
+    /// use fusebox::trading::MaintenanceWindow;
+    /// use jiff::civil::{time, Weekday};
+    /// use std::time::Duration;
+    ///
+    /// let sunday = MaintenanceWindow::weekly(
+    ///     "America/New_York",
+    ///     Weekday::Sunday,
+    ///     time(2, 0, 0, 0),
+    ///     Duration::from_secs(4 * 3600),
+    /// );
+    /// ```
+    pub fn weekly(zone: &str, day: Weekday, start: Time, length: Duration) -> Self {
+        MaintenanceWindow(WindowKind::Weekly(Weekly {
+            zone: Zone::new(zone),
+            day,
+            start,
+            length,
+        }))
+    }
+}

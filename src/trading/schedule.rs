@@ -1,0 +1,173 @@
+//! Maintenance windows and deadlines as declared, in wall-clock time, and
+//! the one conversion of wall-clock time into the breaker's monotonic clock.
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+#[cfg(feature = "calendar")]
+use super::calendar::{Daily, Weekly};
+use crate::ConfigError;
+
+/// A span of wall-clock time during which a dependency is known to be down
+/// for maintenance: its failures are **neutral** (they touch no counter and
+/// never trip the breaker), the snapshot shows it
+/// ([`Snapshot::maintenance`](crate::Snapshot::maintenance)), and with
+/// [`short_circuit_in_maintenance`](crate::BreakerBuilder::short_circuit_in_maintenance)
+/// calls are refused for the fallback without being attempted.
+///
+/// One-off with [`once`](Self::once); recurring in a named time zone with
+/// `weekly` (feature `calendar`).
+#[derive(Clone, Debug)]
+pub struct MaintenanceWindow(pub(crate) WindowKind);
+
+#[derive(Clone, Debug)]
+pub(crate) enum WindowKind {
+    Once {
+        start: SystemTime,
+        end: SystemTime,
+    },
+    #[cfg(feature = "calendar")]
+    Weekly(Weekly),
+}
+
+impl MaintenanceWindow {
+    /// One window, from `start` (inclusive) to `end` (exclusive). `build()`
+    /// refuses one that ends before it starts.
+    pub fn once(start: SystemTime, end: SystemTime) -> Self {
+        MaintenanceWindow(WindowKind::Once { start, end })
+    }
+
+    /// The window that contains `at`, or else the first that starts after
+    /// it: its start and end.
+    pub(crate) fn around_or_after(&self, at: SystemTime) -> Option<(SystemTime, SystemTime)> {
+        match &self.0 {
+            WindowKind::Once { start, end } => (*end > at).then_some((*start, *end)),
+            #[cfg(feature = "calendar")]
+            WindowKind::Weekly(w) => w.around_or_after(at),
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        match &self.0 {
+            WindowKind::Once { start, end } => crate::config::check(
+                "maintenance_window",
+                end > start,
+                "must end after it starts",
+                format_args!("{start:?} .. {end:?}"),
+            ),
+            #[cfg(feature = "calendar")]
+            WindowKind::Weekly(w) => w.validate(),
+        }
+    }
+}
+
+/// Instants by which a dependency must have recovered: market open, a
+/// vendor's end-of-day file. A breaker given deadlines caps every open
+/// period so that its probe goes out at least
+/// [`probe_lead`](crate::BreakerBuilder::probe_lead) before the next one,
+/// however long the escalated backoff has grown.
+///
+/// Explicit instants with [`at`](Self::at); times of day in a named time
+/// zone on a set of weekdays, less holidays, with `daily` (feature
+/// `calendar`).
+#[derive(Clone, Debug)]
+pub struct Deadlines(pub(crate) DeadlineKind);
+
+#[derive(Clone, Debug)]
+pub(crate) enum DeadlineKind {
+    At(Vec<SystemTime>),
+    #[cfg(feature = "calendar")]
+    Daily(Daily),
+}
+
+impl Deadlines {
+    /// These instants, in any order.
+    pub fn at(instants: impl IntoIterator<Item = SystemTime>) -> Self {
+        let mut v: Vec<SystemTime> = instants.into_iter().collect();
+        v.sort();
+        v.dedup();
+        Deadlines(DeadlineKind::At(v))
+    }
+
+    /// The first deadline strictly after `after`.
+    pub(crate) fn next_after(&self, after: SystemTime) -> Option<SystemTime> {
+        match &self.0 {
+            DeadlineKind::At(v) => v.iter().copied().find(|d| *d > after),
+            #[cfg(feature = "calendar")]
+            DeadlineKind::Daily(d) => d.next_after(after),
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        match &self.0 {
+            DeadlineKind::At(v) => crate::config::check(
+                "deadlines",
+                !v.is_empty(),
+                "must name at least one instant",
+                "none",
+            ),
+            #[cfg(feature = "calendar")]
+            DeadlineKind::Daily(d) => d.validate(),
+        }
+    }
+}
+
+/// Where a breaker's wall-clock time comes from, for scheduling only:
+/// `SystemTime::now` by default; tests pass a fixed instant.
+///
+/// It is read **once**, when the breaker is built; from then on the
+/// breaker's monotonic clock carries the time forward, so a wall-clock step
+/// (NTP, an operator) never moves a decision.
+#[derive(Clone)]
+pub struct WallClock(pub(crate) std::sync::Arc<dyn Fn() -> SystemTime + Send + Sync>);
+
+impl WallClock {
+    /// A wall clock that reads `f`.
+    pub fn new(f: impl Fn() -> SystemTime + Send + Sync + 'static) -> Self {
+        WallClock(std::sync::Arc::new(f))
+    }
+
+    /// A wall clock stopped at `at`: what tests use, with a mock monotonic
+    /// clock to move time.
+    pub fn fixed(at: SystemTime) -> Self {
+        WallClock::new(move || at)
+    }
+}
+
+impl fmt::Debug for WallClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("WallClock")
+    }
+}
+
+/// The wall-clock instant that the monotonic instant `mono` stood for: one
+/// reading of each, taken together when the breaker was built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Anchor {
+    pub(crate) wall: SystemTime,
+    pub(crate) mono: u64,
+}
+
+impl Anchor {
+    /// The monotonic instant of the wall-clock instant `w` (0 for one before
+    /// the clock's start, `u64::MAX` for one past its range).
+    pub(crate) fn to_mono(self, w: SystemTime) -> u64 {
+        match w.duration_since(self.wall) {
+            Ok(d) => self.mono.saturating_add(nanos(d)),
+            Err(e) => self.mono.saturating_sub(nanos(e.duration())),
+        }
+    }
+
+    /// The wall-clock instant of the monotonic instant `m`.
+    pub(crate) fn to_wall(self, m: u64) -> SystemTime {
+        if m >= self.mono {
+            self.wall + Duration::from_nanos(m - self.mono)
+        } else {
+            self.wall - Duration::from_nanos(self.mono - m)
+        }
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    d.as_nanos().min(u128::from(u64::MAX)) as u64
+}
