@@ -15,6 +15,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::backoff::Rng;
+use crate::cause::{FailureCause, Note};
 use crate::classify::ErrorView;
 use crate::clock::Time;
 use crate::config::{BreakerBuilder, Callback};
@@ -28,8 +29,8 @@ use crate::machine::{
 use crate::notifier::{self, Handoff};
 use crate::snapshot::{rate, Snapshot, Totals};
 use crate::{
-    CallError, CallPath, Classifier, ConfigError, OwnedPermit, Permit, Rejected, State,
-    StateChange, Verdict,
+    CallError, CallPath, Classifier, ConfigError, OwnedPermit, Permit, Rejected, ResultClassifier,
+    State, StateChange, Verdict,
 };
 
 /// A circuit breaker for one independently failing dependency.
@@ -80,6 +81,7 @@ struct Inner {
     scheduled: AtomicBool,
     delivery_mode: Delivery,
     classifier: Classifier,
+    result_classifier: Option<ResultClassifier>,
     on_change: Option<Callback>,
     subscribers: Arc<Subscribers>,
 }
@@ -106,6 +108,10 @@ struct Core {
     dropped_changes: u64,
     last: Option<StateChange>,
     seq: u64,
+    /// The last failure with an error to show since the last state change.
+    recent_failure: Option<Note>,
+    /// What opened the breaker, while it is not closed.
+    opened_by: Option<Arc<FailureCause>>,
 }
 
 impl Breaker {
@@ -146,11 +152,14 @@ impl Breaker {
                     dropped_changes: 0,
                     last: None,
                     seq: 0,
+                    recent_failure: None,
+                    opened_by: None,
                 }),
                 delivery: AtomicU64::new(0),
                 scheduled: AtomicBool::new(false),
                 delivery_mode: b.delivery,
                 classifier,
+                result_classifier: b.result_classifier,
                 on_change: b.on_state_change,
                 subscribers: Arc::default(),
             }),
@@ -209,20 +218,19 @@ impl Breaker {
     pub fn call<T, E, F>(&self, f: F) -> Result<T, CallError<E>>
     where
         F: FnOnce() -> Result<T, E>,
+        T: 'static,
         E: StdError + 'static,
     {
         let permit = self.try_acquire().map_err(CallError::Rejected)?;
         match f() {
             Ok(value) => {
-                permit.success();
+                permit.record(self.judge_ok(&value));
                 Ok(value)
             }
             Err(err) => {
-                let verdict = self
-                    .inner
-                    .classifier
-                    .classify_view(ErrorView::of_error(&err));
-                permit.record(verdict);
+                let view = ErrorView::of_error(&err);
+                let verdict = self.inner.classifier.classify_view(view);
+                permit.record_failed::<E>(verdict, view);
                 Err(CallError::Failed(err))
             }
         }
@@ -265,17 +273,18 @@ impl Breaker {
     pub fn call_any<T, E, F>(&self, f: F) -> Result<T, CallError<E>>
     where
         F: FnOnce() -> Result<T, E>,
+        T: 'static,
         E: 'static,
     {
         let permit = self.try_acquire().map_err(CallError::Rejected)?;
         match f() {
             Ok(value) => {
-                permit.success();
+                permit.record(self.judge_ok(&value));
                 Ok(value)
             }
             Err(err) => {
                 let verdict = self.inner.classifier.classify_value(&err);
-                permit.record(verdict);
+                permit.record_failed::<E>(verdict, ErrorView::of_value(&err));
                 Err(CallError::Failed(err))
             }
         }
@@ -303,21 +312,23 @@ impl Breaker {
     where
         F: FnOnce() -> Result<T, E>,
         C: FnOnce(&E) -> Verdict,
+        T: 'static,
         E: 'static,
     {
         let permit = self.try_acquire().map_err(CallError::Rejected)?;
         match f() {
             Ok(value) => {
-                permit.success();
+                permit.record(self.judge_ok(&value));
                 Ok(value)
             }
             Err(err) => {
-                let verdict = if ErrorView::of_value(&err).is_refusal() {
+                let view = ErrorView::of_value(&err);
+                let verdict = if view.is_refusal() {
                     Verdict::Ignore
                 } else {
                     classify(&err)
                 };
-                permit.record(verdict);
+                permit.record_failed::<E>(verdict, view);
                 Err(CallError::Failed(err))
             }
         }
@@ -412,6 +423,25 @@ impl Breaker {
         }
     }
 
+    /// The verdict on an `Ok` result: the result classifier's, or a success.
+    #[inline(always)]
+    pub(crate) fn judge_ok<T: 'static>(&self, value: &T) -> Verdict {
+        match &self.inner.result_classifier {
+            None => Verdict::Success,
+            Some(c) => c.classify(value),
+        }
+    }
+
+    /// What opened the breaker: the last failure recorded before it opened
+    /// on its own, with its message and type name (see [`FailureCause`]),
+    /// while it is open or half-open; `None` while closed, when forced
+    /// open, or when no call that failed showed its error. For a caller
+    /// holding a [`Rejected`], which stays a small `Copy` value: one lock
+    /// round trip.
+    pub fn last_failure(&self) -> Option<Arc<FailureCause>> {
+        self.lock().opened_by.clone()
+    }
+
     #[cold]
     fn acquire_locked(&self) -> Result<Permit<'_>, Rejected> {
         let now = self.inner.time.now();
@@ -451,6 +481,19 @@ impl Breaker {
     /// Records the outcome of a permit. Called once per permit.
     #[inline]
     pub(crate) fn settle(&self, ticket: Ticket, started: u64, outcome: Verdict) {
+        self.settle_noted(ticket, started, outcome, None);
+    }
+
+    /// [`settle`](Self::settle), with the note of the error a failure
+    /// returned, kept in case the breaker opens on it.
+    #[inline]
+    pub(crate) fn settle_noted(
+        &self,
+        ticket: Ticket,
+        started: u64,
+        outcome: Verdict,
+        note: Option<&Note>,
+    ) {
         if let (Ticket::Closed { generation }, Verdict::Success) = (ticket, outcome) {
             // Still closed in the same generation, with nothing a success
             // would change but counts: count it without the lock, in the
@@ -464,10 +507,10 @@ impl Breaker {
                 return;
             }
         }
-        self.settle_locked(ticket, started, outcome);
+        self.settle_locked(ticket, started, outcome, note);
     }
 
-    fn settle_locked(&self, ticket: Ticket, started: u64, outcome: Verdict) {
+    fn settle_locked(&self, ticket: Ticket, started: u64, outcome: Verdict, note: Option<&Note>) {
         let now = self.inner.time.now();
         let elapsed = if self.inner.times_calls || matches!(ticket, Ticket::Probe { .. }) {
             now.saturating_sub(started)
@@ -477,6 +520,9 @@ impl Breaker {
         let changed = {
             let mut core = self.lock();
             let transition = core.machine.record(now, ticket, outcome, elapsed);
+            if note.is_some() {
+                core.recent_failure = note.copied();
+            }
             // A transition leaves the machine out of the closed period any
             // late quiet success was counted in, so at most one of the two
             // queues a change.
@@ -518,7 +564,7 @@ impl Breaker {
     /// now would meet it (see [`Snapshot`]).
     pub fn snapshot(&self) -> Snapshot {
         let now = self.inner.time.now();
-        let (v, last, dropped_changes, changed) = {
+        let (v, last, dropped_changes, changed, opened_by) = {
             let mut core = self.lock();
             core.machine.slide(now);
             let changed = self.sync_gate(&mut core);
@@ -527,6 +573,7 @@ impl Breaker {
                 core.last.clone(),
                 core.dropped_changes,
                 changed,
+                core.opened_by.clone(),
             )
         };
         if changed {
@@ -554,6 +601,8 @@ impl Breaker {
             },
             time_in_state: Duration::from_nanos(v.in_state),
             probes_in_flight: v.probes_in_flight,
+            consecutive_successes: v.consecutive_successes,
+            opened_by,
             latency_percentile: v.latency_percentile,
             latency_breaches: v.latency_breaches,
             last_transition: last,
@@ -606,7 +655,9 @@ impl Breaker {
     fn publish(&self, core: &mut Core, t: Transition) {
         self.sync_gate(core);
         core.seq += 1;
+        let cause = remember_cause(core, &t);
         let change = StateChange {
+            cause,
             breaker: Arc::clone(&self.inner.name),
             from: t.from,
             to: t.to,
@@ -657,6 +708,27 @@ impl Breaker {
             core.machine.absorb_quiet_successes(n);
         }
         core
+    }
+}
+
+/// Under the lock, as `t` is published: what opened the breaker, if `t`
+/// opens it after a failure that showed its error. A state change starts a
+/// new period: the failures of the last one are forgotten.
+fn remember_cause(core: &mut Core, t: &Transition) -> Option<Arc<FailureCause>> {
+    let recent = core.recent_failure.take();
+    match t.to {
+        State::Open => {
+            let cause = recent.map(|n| Arc::new(n.cause()));
+            if cause.is_some() {
+                core.opened_by.clone_from(&cause);
+            }
+            cause
+        }
+        State::HalfOpen => None,
+        State::Closed | State::ForcedOpen => {
+            core.opened_by = None;
+            None
+        }
     }
 }
 
@@ -842,6 +914,7 @@ impl<F> Decorated<F> {
     pub fn call<A, T, E>(&self, arg: A) -> Result<T, CallError<E>>
     where
         F: Fn(A) -> Result<T, E>,
+        T: 'static,
         E: StdError + 'static,
     {
         self.breaker.call(|| (self.f)(arg))
@@ -853,6 +926,7 @@ impl<F> Decorated<F> {
     pub fn call_any<A, T, E>(&self, arg: A) -> Result<T, CallError<E>>
     where
         F: Fn(A) -> Result<T, E>,
+        T: 'static,
         E: 'static,
     {
         self.breaker.call_any(|| (self.f)(arg))

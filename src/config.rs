@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use crate::backoff::Backoff;
 use crate::events::{Delivery, StateChange};
-use crate::{Breaker, CallPath, Classifier, ConfigError, LatencyTrip};
+use crate::policy::{HalfOpenRate, OpenPeriod, TripPredicate};
+use crate::{Breaker, CallPath, Classifier, ConfigError, LatencyTrip, ResultClassifier};
 
 pub(crate) type Callback = Arc<dyn Fn(&StateChange) + Send + Sync>;
 
@@ -27,6 +28,12 @@ pub(crate) struct Settings {
     pub(crate) half_open_success_threshold: u32,
     pub(crate) max_probe_duration: Duration,
     pub(crate) latency_trip: Option<LatencyTrip>,
+    pub(crate) trip_predicate: Option<TripPredicate>,
+    pub(crate) open_period: Option<OpenPeriod>,
+    pub(crate) count_window: Option<u32>,
+    pub(crate) closed_interval: Option<Duration>,
+    pub(crate) half_open_max_probes: Option<u32>,
+    pub(crate) half_open_rate: Option<HalfOpenRate>,
 }
 
 impl Settings {
@@ -35,6 +42,7 @@ impl Settings {
         self.window_failure_threshold.is_some()
             || self.failure_rate_threshold.is_some()
             || self.slow_call_rate_threshold.is_some()
+            || self.trip_predicate.is_some()
     }
 }
 
@@ -58,6 +66,12 @@ impl Default for Settings {
             half_open_success_threshold: 1,
             max_probe_duration: Duration::from_secs(30),
             latency_trip: None,
+            trip_predicate: None,
+            open_period: None,
+            count_window: None,
+            closed_interval: None,
+            half_open_max_probes: None,
+            half_open_rate: None,
         }
     }
 }
@@ -92,6 +106,13 @@ impl Default for Settings {
 /// | `half_open_max_calls` | 1 | probes out at once while half-open |
 /// | `half_open_success_threshold` | 1 | probe successes in a row that close it |
 /// | `max_probe_duration` | 30 s | a probe that has not reported back by then counts as failed |
+/// | `result_classifier` | none | judges an `Ok` result: a stale feed or a zero price can be a failure |
+/// | `trip_predicate` | none | a named [`TripPredicate`](crate::TripPredicate) over the window's counts that opens it |
+/// | `open_period` | none (the backoff) | an [`OpenPeriod`](crate::OpenPeriod) function deciding each open period, under `max_open_duration` |
+/// | `count_window` | `None` (the time window) | judge the window conditions over the last N calls instead of `failure_window` |
+/// | `closed_interval` | `None` | clear the closed-state counts every interval (gobreaker `Interval`) |
+/// | `half_open_max_probes` | `None` (no cap) | probes admitted over a whole half-open period (gobreaker `MaxRequests`) |
+/// | `half_open_rate` | `None` | judge half-open by a [`HalfOpenRate`](crate::HalfOpenRate) over N probes instead of N successes in a row |
 /// | `clock` | `quanta::Clock::new()`, read directly on every decision | the monotonic clock; tests pass `quanta::Clock::mock()` |
 /// | `on_state_change` | none | a callback run after every state change, outside the lock |
 /// | `delivery` | [`Delivery::Caller`] | which thread runs the callback, subscribers and log lines |
@@ -105,6 +126,7 @@ pub struct BreakerBuilder<T = Breaker> {
     pub(crate) on_state_change: Option<Callback>,
     pub(crate) delivery: Delivery,
     pub(crate) jitter_seed: Option<u64>,
+    pub(crate) result_classifier: Option<ResultClassifier>,
     pub(crate) settings: Settings,
     /// What `build()` makes: a [`Breaker`] or a [`BreakerConfig`].
     target: PhantomData<fn() -> T>,
@@ -147,6 +169,7 @@ impl<T> BreakerBuilder<T> {
             on_state_change: None,
             delivery: Delivery::Caller,
             jitter_seed: None,
+            result_classifier: None,
             settings: Settings::default(),
             target: PhantomData,
         }
@@ -251,6 +274,67 @@ impl<T> BreakerBuilder<T> {
         /// How long a probe may stay out before it counts as failed.
         max_probe_duration: Duration => max_probe_duration);
 
+    /// Judges each `Ok` result of [`Breaker::call`], [`call_any`](Breaker::call_any),
+    /// [`call_with`](Breaker::call_with) and a permit's `finish`: an HTTP
+    /// 200 whose body says "stale feed", a quote with a zero price can be a
+    /// failure (Polly's `ShouldHandle` on results). The result is returned
+    /// to the caller unchanged either way. Results of other types than the
+    /// classifier's are successes.
+    ///
+    /// Cost: a closed success with one set takes the locked path when the
+    /// classifier says anything but `Success`; a `Success` stays lock-free.
+    pub fn result_classifier(mut self, classifier: impl Into<Option<ResultClassifier>>) -> Self {
+        self.result_classifier = classifier.into();
+        self
+    }
+
+    setter!(
+        /// A named condition over the window's counts that opens the
+        /// breaker, judged after every call besides the built-in conditions
+        /// (gobreaker's `ReadyToTrip`). It does not wait for
+        /// `minimum_calls`; it sees the window of `failure_window` (or
+        /// `count_window`) and the current runs.
+        ///
+        /// Cost: with one set, every success takes the breaker's lock (a
+        /// success could make the predicate true), about the cost of a
+        /// failure.
+        trip_predicate: into crate::TripPredicate => trip_predicate);
+    setter!(
+        /// A function that decides each open period from the re-open count,
+        /// the window's failure rate and the last period, in place of
+        /// `open_duration`, `backoff_multiplier` and `jitter` (Polly's
+        /// `BreakDurationGenerator`). `max_open_duration` stays the
+        /// ceiling; a `Verdict::Throttled` request still lengthens the
+        /// period up to it. Called under the breaker's lock: keep it quick.
+        open_period: into crate::OpenPeriod => open_period);
+    setter!(
+        /// Judge `window_failure_threshold`, `failure_rate_threshold`,
+        /// `slow_call_rate_threshold` and the trip predicate over the last
+        /// `n` calls (1 to 1 000 000), however old, instead of over
+        /// `failure_window` (Resilience4j's `COUNT_BASED` window).
+        /// `minimum_calls` must not exceed `n`.
+        ///
+        /// Cost: `n` bytes, allocated at build; every success takes the
+        /// breaker's lock, about the cost of a failure.
+        count_window: into u32 => count_window);
+    setter!(
+        /// Clears the closed-state counts (the failure run, the success
+        /// run and the window) every `interval`, counted from when the
+        /// breaker last closed: "failures per minute, reset each minute"
+        /// (gobreaker's `Interval`). Lifetime totals are kept.
+        closed_interval: into Duration => closed_interval);
+    setter!(
+        /// Probes admitted over a whole half-open period, beside
+        /// `half_open_max_calls` at once (gobreaker's `MaxRequests`). A
+        /// probe whose outcome is ignored gives its place back. Must be at
+        /// least `half_open_success_threshold` (or the `half_open_rate`
+        /// round), so that the breaker can close.
+        half_open_max_probes: into u32 => half_open_max_probes);
+    setter!(
+        /// Judge half-open by the failure rate of a round of probes instead
+        /// of `half_open_success_threshold` successes in a row.
+        half_open_rate: into crate::HalfOpenRate => half_open_rate);
+
     /// The same settings, building the other kind of thing.
     fn retarget<U>(self) -> BreakerBuilder<U> {
         BreakerBuilder {
@@ -261,6 +345,7 @@ impl<T> BreakerBuilder<T> {
             on_state_change: self.on_state_change,
             delivery: self.delivery,
             jitter_seed: self.jitter_seed,
+            result_classifier: self.result_classifier,
             settings: self.settings,
             target: PhantomData,
         }
@@ -385,6 +470,7 @@ impl<T> BreakerBuilder<T> {
             "must be greater than zero",
             format_args!("{:?}", s.max_probe_duration),
         )?;
+        self.validate_parity()?;
         let any_condition =
             s.failure_threshold.is_some() || s.uses_window() || s.latency_trip.is_some();
         check(
@@ -393,6 +479,57 @@ impl<T> BreakerBuilder<T> {
             "is off along with every other trip condition, so the breaker could never open",
             "None",
         )
+    }
+}
+
+impl<T> BreakerBuilder<T> {
+    /// Checks the settings brought over from the peers' policies.
+    fn validate_parity(&self) -> Result<(), ConfigError> {
+        let s = &self.settings;
+        if let Some(n) = s.count_window {
+            check(
+                "count_window",
+                (1..=1_000_000).contains(&n),
+                "must be between 1 and 1000000 calls (or None)",
+                n,
+            )?;
+            check(
+                "minimum_calls",
+                s.minimum_calls <= n,
+                "must not exceed count_window, or no rate is ever judged",
+                format_args!("{} > {n}", s.minimum_calls),
+            )?;
+        }
+        if let Some(d) = s.closed_interval {
+            check(
+                "closed_interval",
+                d >= Duration::from_millis(1),
+                "must be at least 1 ms (or None)",
+                format_args!("{d:?}"),
+            )?;
+        }
+        if let Some(r) = s.half_open_rate {
+            check(
+                "half_open_rate",
+                r.probes > 0,
+                "must judge at least 1 probe",
+                r.probes,
+            )?;
+            check_rate("half_open_rate", r.failure_rate_threshold)?;
+        }
+        if let Some(n) = s.half_open_max_probes {
+            let needed = s
+                .half_open_rate
+                .map_or(s.half_open_success_threshold, |r| r.probes);
+            check(
+                "half_open_max_probes",
+                n >= needed,
+                "must be at least half_open_success_threshold (or the half_open_rate round), \
+                 or the breaker could never close",
+                format_args!("{n} < {needed}"),
+            )?;
+        }
+        Ok(())
     }
 }
 

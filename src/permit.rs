@@ -5,6 +5,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::mem::ManuallyDrop;
 
+use crate::cause::Note;
 use crate::classify::ErrorView;
 use crate::machine::Ticket;
 use crate::{Breaker, Verdict};
@@ -133,29 +134,56 @@ macro_rules! reporting {
             #[inline]
             pub fn finish<T, E>(self, result: &Result<T, E>) -> Verdict
             where
+                T: 'static,
                 E: StdError + 'static,
             {
-                let verdict = match result {
-                    Ok(_) => Verdict::Success,
-                    Err(e) => self
-                        .breaker
-                        .classifier()
-                        .classify_view(ErrorView::of_error(e)),
-                };
-                self.record(verdict);
-                verdict
+                match result {
+                    Ok(v) => {
+                        let verdict = self.breaker.judge_ok(v);
+                        self.record(verdict);
+                        verdict
+                    }
+                    Err(e) => {
+                        let view = ErrorView::of_error(e);
+                        let verdict = self.breaker.classifier().classify_view(view);
+                        self.record_failed::<E>(verdict, view);
+                        verdict
+                    }
+                }
             }
 
             /// [`finish`](Self::finish) for an error of any type, seen as
             /// [`Breaker::call_any`](crate::Breaker::call_any) sees it.
             #[inline]
-            pub fn finish_any<T, E: 'static>(self, result: &Result<T, E>) -> Verdict {
-                let verdict = match result {
-                    Ok(_) => Verdict::Success,
-                    Err(e) => self.breaker.classifier().classify_value(e),
-                };
-                self.record(verdict);
-                verdict
+            pub fn finish_any<T: 'static, E: 'static>(self, result: &Result<T, E>) -> Verdict {
+                match result {
+                    Ok(v) => {
+                        let verdict = self.breaker.judge_ok(v);
+                        self.record(verdict);
+                        verdict
+                    }
+                    Err(e) => {
+                        let view = ErrorView::of_value(e);
+                        let verdict = self.breaker.classifier().classify_value(e);
+                        self.record_failed::<E>(verdict, view);
+                        verdict
+                    }
+                }
+            }
+
+            /// Reports `verdict` on an error of type `E` seen as `view`:
+            /// a failure keeps a note of its message, in case the breaker
+            /// opens on it.
+            #[inline]
+            pub(crate) fn record_failed<E>(self, verdict: Verdict, view: ErrorView<'_>) {
+                if !matches!(verdict, Verdict::Failure | Verdict::Throttled(_)) {
+                    return self.record(verdict);
+                }
+                let message = view.as_error().map(|e| e as &dyn fmt::Display);
+                let note = Note::new::<E>(message);
+                let this = ManuallyDrop::new(self);
+                this.breaker
+                    .settle_noted(this.ticket, this.started, verdict, Some(&note));
             }
 
             /// Reports `verdict` (an `Outcome`, its old name, works too).
