@@ -72,6 +72,12 @@ struct Inner {
     short_circuits: Counter,
     time: Time,
     times_calls: bool,
+    /// Whether a closed admission does more than take a permit: read the
+    /// clock (`times_calls`) or count the call in flight (`admitted`).
+    admits_slowly: bool,
+    /// With `count_calls_in_flight`: calls admitted, for the calls in
+    /// flight (admitted less reported) in a snapshot.
+    admitted: Option<Counter>,
     has_window: bool,
     core: Mutex<Core>,
     /// Who delivers: bit 0 ([`BUSY`]) is set while a thread delivers; above
@@ -128,6 +134,7 @@ impl Breaker {
     pub(crate) fn from_builder(b: BreakerBuilder) -> Breaker {
         let time = Time::new(b.clock);
         let seed = b.jitter_seed.unwrap_or_else(Rng::random_seed);
+        let count_in_flight = b.settings.count_in_flight;
         let machine = Machine::new(b.settings, seed, time.now());
         let (gate, published) = Gate::new(machine.gate(), machine.quiet_until());
         let classifier = b
@@ -143,6 +150,8 @@ impl Breaker {
                 gate,
                 short_circuits: Counter::default(),
                 times_calls: machine.times_calls(),
+                admits_slowly: machine.times_calls() || count_in_flight,
+                admitted: count_in_flight.then(Counter::default),
                 has_window: machine.quiet_until() != u64::MAX,
                 time,
                 core: Mutex::new(Core {
@@ -458,7 +467,12 @@ impl Breaker {
             self.inner.dispatch(1);
         }
         match admit {
-            Admit::Go(ticket) => Ok(Permit::new(self, ticket, now)),
+            Admit::Go(ticket) => {
+                if let Some(admitted) = &self.inner.admitted {
+                    admitted.add_one();
+                }
+                Ok(Permit::new(self, ticket, now))
+            }
             Admit::Refuse { state, retry_after } => Err(self.refuse(state, retry_after)),
         }
     }
@@ -471,6 +485,18 @@ impl Breaker {
 
     #[inline]
     fn start(&self) -> u64 {
+        if self.inner.admits_slowly {
+            self.start_slowly()
+        } else {
+            0
+        }
+    }
+
+    /// A closed admission that reads the clock or counts the call in flight.
+    fn start_slowly(&self) -> u64 {
+        if let Some(admitted) = &self.inner.admitted {
+            admitted.add_one();
+        }
         if self.inner.times_calls {
             self.inner.time.now()
         } else {
@@ -602,6 +628,14 @@ impl Breaker {
             time_in_state: Duration::from_nanos(v.in_state),
             probes_in_flight: v.probes_in_flight,
             consecutive_successes: v.consecutive_successes,
+            // Every admitted permit reports exactly once (a dropped one as a
+            // failure), and with this counting on every report is recorded
+            // under the lock, so the difference is what is out.
+            calls_in_flight: self
+                .inner
+                .admitted
+                .as_ref()
+                .map(|a| a.sum().saturating_sub(v.totals.calls)),
             opened_by,
             latency_percentile: v.latency_percentile,
             latency_breaches: v.latency_breaches,

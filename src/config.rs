@@ -34,6 +34,7 @@ pub(crate) struct Settings {
     pub(crate) closed_interval: Option<Duration>,
     pub(crate) half_open_max_probes: Option<u32>,
     pub(crate) half_open_rate: Option<HalfOpenRate>,
+    pub(crate) count_in_flight: bool,
 }
 
 impl Settings {
@@ -72,6 +73,7 @@ impl Default for Settings {
             closed_interval: None,
             half_open_max_probes: None,
             half_open_rate: None,
+            count_in_flight: false,
         }
     }
 }
@@ -112,6 +114,7 @@ impl Default for Settings {
 /// | `count_window` | `None` (the time window) | judge the window conditions over the last N calls instead of `failure_window` |
 /// | `closed_interval` | `None` | clear the closed-state counts every interval (gobreaker `Interval`) |
 /// | `half_open_max_probes` | `None` (no cap) | probes admitted over a whole half-open period (gobreaker `MaxRequests`) |
+/// | `count_calls_in_flight` | `false` | count calls admitted and not yet reported, for `Snapshot::calls_in_flight` |
 /// | `half_open_rate` | `None` | judge half-open by a [`HalfOpenRate`](crate::HalfOpenRate) over N probes instead of N successes in a row |
 /// | `clock` | `quanta::Clock::new()`, read directly on every decision | the monotonic clock; tests pass `quanta::Clock::mock()` |
 /// | `on_state_change` | none | a callback run after every state change, outside the lock |
@@ -334,6 +337,16 @@ impl<T> BreakerBuilder<T> {
         /// Judge half-open by the failure rate of a round of probes instead
         /// of `half_open_success_threshold` successes in a row.
         half_open_rate: into crate::HalfOpenRate => half_open_rate);
+
+    setter!(
+        /// Counts the calls admitted and not yet reported, for
+        /// [`Snapshot::calls_in_flight`](crate::Snapshot::calls_in_flight)
+        /// (gobreaker's `Requests`, less those that reported).
+        ///
+        /// Cost: one increment on the thread's own counter line per
+        /// admission, and every success takes the breaker's lock, about
+        /// the cost of a failure. Off by default.
+        count_calls_in_flight: bool => count_in_flight);
 
     /// The same settings, building the other kind of thing.
     fn retarget<U>(self) -> BreakerBuilder<U> {

@@ -89,6 +89,9 @@ pub struct Snapshot {
     /// `ConsecutiveSuccesses`): since the last failure, or since the state
     /// last changed.
     pub consecutive_successes: u64,
+    /// With `count_calls_in_flight`: calls admitted and not yet reported,
+    /// probes included. `None` when not counted.
+    pub calls_in_flight: Option<u64>,
     /// What opened the breaker, while it is open or half-open (see
     /// [`Breaker::last_failure`](crate::Breaker::last_failure)).
     pub opened_by: Option<Arc<crate::FailureCause>>,

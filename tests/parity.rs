@@ -529,3 +529,45 @@ fn a_half_open_refusal_says_when_the_probe_out_reaches_its_deadline() {
     assert_eq!(rej.retry_after(), Some(3 * SEC));
     probe.success();
 }
+
+#[test]
+fn counted_calls_in_flight_are_those_admitted_and_not_reported() {
+    let (b, mock) = quiet("in-flight");
+    let b = b
+        .consecutive_failure_threshold(1)
+        .open_duration(10 * SEC)
+        .count_calls_in_flight(true)
+        .build()
+        .unwrap();
+    let a = b.try_acquire().unwrap();
+    let c = b.try_acquire_owned().unwrap();
+    succeed(&b).unwrap();
+    assert_eq!(b.snapshot().calls_in_flight, Some(2));
+    a.success();
+    assert_eq!(
+        b.snapshot().calls_in_flight,
+        Some(1),
+        "a success reports under the lock"
+    );
+    c.failure();
+    assert_eq!(b.state(), State::Open);
+    refused(succeed(&b));
+    assert_eq!(
+        b.snapshot().calls_in_flight,
+        Some(0),
+        "a refusal is never in flight"
+    );
+    mock.increment(10 * SEC);
+    let probe = b.try_acquire().unwrap();
+    assert_eq!(b.snapshot().calls_in_flight, Some(1), "the probe");
+    drop(probe);
+    assert_eq!(b.snapshot().calls_in_flight, Some(0));
+}
+
+#[test]
+fn calls_in_flight_are_not_counted_by_default() {
+    let (b, _mock) = quiet("default");
+    let b = b.consecutive_failure_threshold(3).build().unwrap();
+    let _p = b.try_acquire().unwrap();
+    assert_eq!(b.snapshot().calls_in_flight, None);
+}
