@@ -629,8 +629,10 @@ impl Breaker {
             probes_in_flight: v.probes_in_flight,
             consecutive_successes: v.consecutive_successes,
             // Every admitted permit reports exactly once (a dropped one as a
-            // failure), and with this counting on every report is recorded
-            // under the lock, so the difference is what is out.
+            // failure), and `totals.calls` counts every report, those counted
+            // without the lock included once `lock()` has taken them: the
+            // difference is what is out (a success counted between that take
+            // and now still shows as out).
             calls_in_flight: self
                 .inner
                 .admitted

@@ -344,8 +344,7 @@ impl<T> BreakerBuilder<T> {
         /// (gobreaker's `Requests`, less those that reported).
         ///
         /// Cost: one increment on the thread's own counter line per
-        /// admission, and every success takes the breaker's lock, about
-        /// the cost of a failure. Off by default.
+        /// admission; successes stay lock-free. Off by default.
         count_calls_in_flight: bool => count_in_flight);
 
     /// The same settings, building the other kind of thing.

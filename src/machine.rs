@@ -751,13 +751,11 @@ impl Machine {
     }
 
     /// Whether every success must be recorded under the lock: a custom
-    /// trip predicate may be made true by any success, a count window
-    /// pushes an old call out with each one, and counting calls in flight
-    /// needs each report recorded.
+    /// trip predicate may be made true by any success (the breaker cannot
+    /// foresee which, as it does for its own conditions), and a count
+    /// window pushes an old call out with each one.
     fn judges_every_success(&self) -> bool {
-        self.s.trip_predicate.is_some()
-            || self.s.count_in_flight
-            || self.window.as_ref().is_some_and(Tally::counts_calls)
+        self.s.trip_predicate.is_some() || self.window.as_ref().is_some_and(Tally::counts_calls)
     }
 
     /// The custom trip predicate's reason, if it holds for `w`.

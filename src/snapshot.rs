@@ -90,7 +90,8 @@ pub struct Snapshot {
     /// last changed.
     pub consecutive_successes: u64,
     /// With `count_calls_in_flight`: calls admitted and not yet reported,
-    /// probes included. `None` when not counted.
+    /// probes included; exact while no call races the snapshot. `None`
+    /// when not counted.
     pub calls_in_flight: Option<u64>,
     /// What opened the breaker, while it is open or half-open (see
     /// [`Breaker::last_failure`](crate::Breaker::last_failure)).
