@@ -233,7 +233,12 @@ impl Breaker {
         let permit = self.try_acquire().map_err(CallError::Rejected)?;
         match f() {
             Ok(value) => {
-                permit.record(self.judge_ok(&value));
+                match &self.inner.result_classifier {
+                    None => permit.success(),
+                    Some(_) => {
+                        permit.judged(&value);
+                    }
+                };
                 Ok(value)
             }
             Err(err) => {
@@ -288,7 +293,12 @@ impl Breaker {
         let permit = self.try_acquire().map_err(CallError::Rejected)?;
         match f() {
             Ok(value) => {
-                permit.record(self.judge_ok(&value));
+                match &self.inner.result_classifier {
+                    None => permit.success(),
+                    Some(_) => {
+                        permit.judged(&value);
+                    }
+                };
                 Ok(value)
             }
             Err(err) => {
@@ -327,7 +337,12 @@ impl Breaker {
         let permit = self.try_acquire().map_err(CallError::Rejected)?;
         match f() {
             Ok(value) => {
-                permit.record(self.judge_ok(&value));
+                match &self.inner.result_classifier {
+                    None => permit.success(),
+                    Some(_) => {
+                        permit.judged(&value);
+                    }
+                };
                 Ok(value)
             }
             Err(err) => {
@@ -433,12 +448,21 @@ impl Breaker {
     }
 
     /// The verdict on an `Ok` result: the result classifier's, or a success.
-    #[inline(always)]
+    /// `call` and its siblings test for a result classifier themselves and
+    /// call [`Permit::judged`] only with one, so that the success they
+    /// report without one stays a constant the inlined settle folds away.
+    #[inline]
     pub(crate) fn judge_ok<T: 'static>(&self, value: &T) -> Verdict {
         match &self.inner.result_classifier {
             None => Verdict::Success,
             Some(c) => c.classify(value),
         }
+    }
+
+    /// Whether a result classifier judges `Ok` results.
+    #[inline(always)]
+    pub(crate) fn has_result_classifier(&self) -> bool {
+        self.inner.result_classifier.is_some()
     }
 
     /// What opened the breaker: the last failure recorded before it opened

@@ -138,11 +138,11 @@ macro_rules! reporting {
                 E: StdError + 'static,
             {
                 match result {
-                    Ok(v) => {
-                        let verdict = self.breaker.judge_ok(v);
-                        self.record(verdict);
-                        verdict
+                    Ok(_) if !self.breaker.has_result_classifier() => {
+                        self.record(Verdict::Success);
+                        Verdict::Success
                     }
+                    Ok(v) => self.judged(v),
                     Err(e) => {
                         let view = ErrorView::of_error(e);
                         let verdict = self.breaker.classifier().classify_view(view);
@@ -157,11 +157,11 @@ macro_rules! reporting {
             #[inline]
             pub fn finish_any<T: 'static, E: 'static>(self, result: &Result<T, E>) -> Verdict {
                 match result {
-                    Ok(v) => {
-                        let verdict = self.breaker.judge_ok(v);
-                        self.record(verdict);
-                        verdict
+                    Ok(_) if !self.breaker.has_result_classifier() => {
+                        self.record(Verdict::Success);
+                        Verdict::Success
                     }
+                    Ok(v) => self.judged(v),
                     Err(e) => {
                         let view = ErrorView::of_value(e);
                         let verdict = self.breaker.classifier().classify_value(e);
@@ -171,10 +171,21 @@ macro_rules! reporting {
                 }
             }
 
+            /// Reports the result classifier's verdict on `value`, out of
+            /// line: the default configuration's inlined success path
+            /// never carries it.
+            #[inline(never)]
+            pub(crate) fn judged<T: 'static>(self, value: &T) -> Verdict {
+                let verdict = self.breaker.judge_ok(value);
+                self.record(verdict);
+                verdict
+            }
+
             /// Reports `verdict` on an error of type `E` seen as `view`:
             /// a failure keeps a note of its message, in case the breaker
-            /// opens on it.
-            #[inline]
+            /// opens on it. Out of line: the note's buffer must not weigh
+            /// on the inlined success and refusal paths of `call`.
+            #[inline(never)]
             pub(crate) fn record_failed<E>(self, verdict: Verdict, view: ErrorView<'_>) {
                 if !matches!(verdict, Verdict::Failure | Verdict::Throttled(_)) {
                     return self.record(verdict);
