@@ -232,15 +232,11 @@ impl Breaker {
     {
         let permit = self.try_acquire().map_err(CallError::Rejected)?;
         match f() {
-            Ok(value) => {
-                match &self.inner.result_classifier {
-                    None => permit.success(),
-                    Some(_) => {
-                        permit.judged(&value);
-                    }
-                };
+            Ok(value) if self.inner.result_classifier.is_none() => {
+                permit.success();
                 Ok(value)
             }
+            Ok(value) => Ok(permit.judged_value(value)),
             Err(err) => {
                 let view = ErrorView::of_error(&err);
                 let verdict = self.inner.classifier.classify_view(view);
@@ -292,15 +288,11 @@ impl Breaker {
     {
         let permit = self.try_acquire().map_err(CallError::Rejected)?;
         match f() {
-            Ok(value) => {
-                match &self.inner.result_classifier {
-                    None => permit.success(),
-                    Some(_) => {
-                        permit.judged(&value);
-                    }
-                };
+            Ok(value) if self.inner.result_classifier.is_none() => {
+                permit.success();
                 Ok(value)
             }
+            Ok(value) => Ok(permit.judged_value(value)),
             Err(err) => {
                 let verdict = self.inner.classifier.classify_value(&err);
                 permit.record_failed::<E>(verdict, ErrorView::of_value(&err));
@@ -336,15 +328,11 @@ impl Breaker {
     {
         let permit = self.try_acquire().map_err(CallError::Rejected)?;
         match f() {
-            Ok(value) => {
-                match &self.inner.result_classifier {
-                    None => permit.success(),
-                    Some(_) => {
-                        permit.judged(&value);
-                    }
-                };
+            Ok(value) if self.inner.result_classifier.is_none() => {
+                permit.success();
                 Ok(value)
             }
+            Ok(value) => Ok(permit.judged_value(value)),
             Err(err) => {
                 let view = ErrorView::of_value(&err);
                 let verdict = if view.is_refusal() {
@@ -449,7 +437,7 @@ impl Breaker {
 
     /// The verdict on an `Ok` result: the result classifier's, or a success.
     /// `call` and its siblings test for a result classifier themselves and
-    /// call [`Permit::judged`] only with one, so that the success they
+    /// call `Permit::judged_value` only with one, so that the success they
     /// report without one stays a constant the inlined settle folds away.
     #[inline]
     pub(crate) fn judge_ok<T: 'static>(&self, value: &T) -> Verdict {

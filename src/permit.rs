@@ -85,6 +85,15 @@ impl<'a> Permit<'a> {
         }
     }
 
+    /// [`judged`](Self::judged), taking the value and handing it back, so
+    /// that `call` never makes it round-trip through memory on its default
+    /// path.
+    #[inline(never)]
+    pub(crate) fn judged_value<T: 'static>(self, value: T) -> T {
+        self.judged(&value);
+        value
+    }
+
     /// This permit, holding its own handle to the breaker (one reference
     /// count increment) so that it can outlive the borrow.
     pub fn into_owned(self) -> OwnedPermit {
