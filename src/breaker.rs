@@ -15,6 +15,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::backoff::Rng;
+use crate::cause::{FailureCause, Note};
 use crate::classify::ErrorView;
 use crate::clock::Time;
 use crate::config::{BreakerBuilder, Callback};
@@ -28,8 +29,8 @@ use crate::machine::{
 use crate::notifier::{self, Handoff};
 use crate::snapshot::{rate, Snapshot, Totals};
 use crate::{
-    CallError, CallPath, Classifier, ConfigError, OwnedPermit, Permit, Rejected, State,
-    StateChange, Verdict,
+    CallError, CallPath, Classifier, ConfigError, OwnedPermit, Permit, Rejected, ResultClassifier,
+    State, StateChange, Verdict,
 };
 
 /// A circuit breaker for one independently failing dependency.
@@ -71,6 +72,12 @@ struct Inner {
     short_circuits: Counter,
     time: Time,
     times_calls: bool,
+    /// Whether a closed admission does more than take a permit: read the
+    /// clock (`times_calls`) or count the call in flight (`admitted`).
+    admits_slowly: bool,
+    /// With `count_calls_in_flight`: calls admitted, for the calls in
+    /// flight (admitted less reported) in a snapshot.
+    admitted: Option<Counter>,
     has_window: bool,
     /// From when a call to a closed breaker takes the lock to be checked
     /// against a maintenance window; read only when `times_calls`.
@@ -83,6 +90,7 @@ struct Inner {
     scheduled: AtomicBool,
     delivery_mode: Delivery,
     classifier: Classifier,
+    result_classifier: Option<ResultClassifier>,
     on_change: Option<Callback>,
     subscribers: Arc<Subscribers>,
 }
@@ -127,6 +135,10 @@ struct Core {
     dropped_changes: u64,
     last: Option<StateChange>,
     seq: u64,
+    /// The last failure with an error to show since the last state change.
+    recent_failure: Option<Note>,
+    /// What opened the breaker, while it is not closed.
+    opened_by: Option<Arc<FailureCause>>,
 }
 
 impl Breaker {
@@ -147,6 +159,7 @@ impl Breaker {
         b.settings.recovery.anchor(time.now());
         let watches = b.settings.recovery.watches_calls();
         let health_probe = b.settings.recovery.health_probe();
+        let count_in_flight = b.settings.count_in_flight;
         let machine = Machine::new(b.settings, seed, time.now());
         let (gate, published) = Gate::new(machine.gate(), machine.quiet_until());
         let classifier = b
@@ -162,6 +175,8 @@ impl Breaker {
                 gate,
                 short_circuits: Counter::default(),
                 times_calls: machine.times_calls() || watches,
+                admits_slowly: machine.times_calls() || watches || count_in_flight,
+                admitted: count_in_flight.then(Counter::default),
                 has_window: machine.quiet_until() != u64::MAX,
                 watch_from: AtomicU64::new(machine.watch_from(time.now())),
                 time,
@@ -172,11 +187,14 @@ impl Breaker {
                     dropped_changes: 0,
                     last: None,
                     seq: 0,
+                    recent_failure: None,
+                    opened_by: None,
                 }),
                 delivery: AtomicU64::new(0),
                 scheduled: AtomicBool::new(false),
                 delivery_mode: b.delivery,
                 classifier,
+                result_classifier: b.result_classifier,
                 on_change: b.on_state_change,
                 subscribers: Arc::default(),
             }),
@@ -223,7 +241,7 @@ impl Breaker {
 
     /// On the health-probe thread: records the probe's outcome.
     pub(crate) fn end_health_probe(&self, ticket: Ticket, started: u64, outcome: Verdict) {
-        self.settle_locked(ticket, started, outcome);
+        self.settle_locked(ticket, started, outcome, None);
     }
 
     /// The breaker's name.
@@ -278,20 +296,20 @@ impl Breaker {
     pub fn call<T, E, F>(&self, f: F) -> Result<T, CallError<E>>
     where
         F: FnOnce() -> Result<T, E>,
+        T: 'static,
         E: StdError + 'static,
     {
         let permit = self.try_acquire().map_err(CallError::Rejected)?;
         match f() {
-            Ok(value) => {
+            Ok(value) if self.inner.result_classifier.is_none() => {
                 permit.success();
                 Ok(value)
             }
+            Ok(value) => Ok(permit.judged_value(value)),
             Err(err) => {
-                let verdict = self
-                    .inner
-                    .classifier
-                    .classify_view(ErrorView::of_error(&err));
-                permit.record(verdict);
+                let view = ErrorView::of_error(&err);
+                let verdict = self.inner.classifier.classify_view(view);
+                permit.record_failed::<E>(verdict, view);
                 Err(CallError::Failed(err))
             }
         }
@@ -334,17 +352,19 @@ impl Breaker {
     pub fn call_any<T, E, F>(&self, f: F) -> Result<T, CallError<E>>
     where
         F: FnOnce() -> Result<T, E>,
+        T: 'static,
         E: 'static,
     {
         let permit = self.try_acquire().map_err(CallError::Rejected)?;
         match f() {
-            Ok(value) => {
+            Ok(value) if self.inner.result_classifier.is_none() => {
                 permit.success();
                 Ok(value)
             }
+            Ok(value) => Ok(permit.judged_value(value)),
             Err(err) => {
                 let verdict = self.inner.classifier.classify_value(&err);
-                permit.record(verdict);
+                permit.record_failed::<E>(verdict, ErrorView::of_value(&err));
                 Err(CallError::Failed(err))
             }
         }
@@ -372,21 +392,24 @@ impl Breaker {
     where
         F: FnOnce() -> Result<T, E>,
         C: FnOnce(&E) -> Verdict,
+        T: 'static,
         E: 'static,
     {
         let permit = self.try_acquire().map_err(CallError::Rejected)?;
         match f() {
-            Ok(value) => {
+            Ok(value) if self.inner.result_classifier.is_none() => {
                 permit.success();
                 Ok(value)
             }
+            Ok(value) => Ok(permit.judged_value(value)),
             Err(err) => {
-                let verdict = if ErrorView::of_value(&err).is_refusal() {
+                let view = ErrorView::of_value(&err);
+                let verdict = if view.is_refusal() {
                     Verdict::Ignore
                 } else {
                     classify(&err)
                 };
-                permit.record(verdict);
+                permit.record_failed::<E>(verdict, view);
                 Err(CallError::Failed(err))
             }
         }
@@ -485,6 +508,34 @@ impl Breaker {
         }
     }
 
+    /// The verdict on an `Ok` result: the result classifier's, or a success.
+    /// `call` and its siblings test for a result classifier themselves and
+    /// call `Permit::judged_value` only with one, so that the success they
+    /// report without one stays a constant the inlined settle folds away.
+    #[inline]
+    pub(crate) fn judge_ok<T: 'static>(&self, value: &T) -> Verdict {
+        match &self.inner.result_classifier {
+            None => Verdict::Success,
+            Some(c) => c.classify(value),
+        }
+    }
+
+    /// Whether a result classifier judges `Ok` results.
+    #[inline(always)]
+    pub(crate) fn has_result_classifier(&self) -> bool {
+        self.inner.result_classifier.is_some()
+    }
+
+    /// What opened the breaker: the last failure recorded before it opened
+    /// on its own, with its message and type name (see [`FailureCause`]),
+    /// while it is open or half-open; `None` while closed, when forced
+    /// open, or when no call that failed showed its error. For a caller
+    /// holding a [`Rejected`], which stays a small `Copy` value: one lock
+    /// round trip.
+    pub fn last_failure(&self) -> Option<Arc<FailureCause>> {
+        self.lock().opened_by.clone()
+    }
+
     #[cold]
     fn acquire_locked(&self) -> Result<Permit<'_>, Rejected> {
         let now = self.inner.time.now();
@@ -507,7 +558,12 @@ impl Breaker {
             self.inner.dispatch(1);
         }
         match admit {
-            Admit::Go(ticket) => Ok(Permit::new(self, ticket, now)),
+            Admit::Go(ticket) => {
+                if let Some(admitted) = &self.inner.admitted {
+                    admitted.add_one();
+                }
+                Ok(Permit::new(self, ticket, now))
+            }
             Admit::Refuse { state, retry_after } => Err(self.refuse(state, retry_after)),
         }
     }
@@ -523,17 +579,48 @@ impl Breaker {
     /// maintenance window.
     #[inline]
     fn start(&self) -> Option<u64> {
-        if self.inner.times_calls {
-            let now = self.inner.time.now();
-            (now < self.inner.watch_from.load(Ordering::Relaxed)).then_some(now)
+        if self.inner.admits_slowly {
+            self.start_slowly()
         } else {
             Some(0)
         }
     }
 
+    /// A closed admission that reads the clock (for call timing, or to check
+    /// it against the next maintenance window) or counts the call in flight.
+    /// `None` sends the call to the locked path, which counts it there.
+    fn start_slowly(&self) -> Option<u64> {
+        let started = if self.inner.times_calls {
+            let now = self.inner.time.now();
+            if now >= self.inner.watch_from.load(Ordering::Relaxed) {
+                return None;
+            }
+            now
+        } else {
+            0
+        };
+        if let Some(admitted) = &self.inner.admitted {
+            admitted.add_one();
+        }
+        Some(started)
+    }
+
     /// Records the outcome of a permit. Called once per permit.
     #[inline]
     pub(crate) fn settle(&self, ticket: Ticket, started: u64, outcome: Verdict) {
+        self.settle_noted(ticket, started, outcome, None);
+    }
+
+    /// [`settle`](Self::settle), with the note of the error a failure
+    /// returned, kept in case the breaker opens on it.
+    #[inline]
+    pub(crate) fn settle_noted(
+        &self,
+        ticket: Ticket,
+        started: u64,
+        outcome: Verdict,
+        note: Option<&Note>,
+    ) {
         if let (Ticket::Closed { generation }, Verdict::Success) = (ticket, outcome) {
             // Still closed in the same generation, with nothing a success
             // would change but counts: count it without the lock, in the
@@ -547,10 +634,10 @@ impl Breaker {
                 return;
             }
         }
-        self.settle_locked(ticket, started, outcome);
+        self.settle_locked(ticket, started, outcome, note);
     }
 
-    fn settle_locked(&self, ticket: Ticket, started: u64, outcome: Verdict) {
+    fn settle_locked(&self, ticket: Ticket, started: u64, outcome: Verdict, note: Option<&Note>) {
         let now = self.inner.time.now();
         let elapsed = if self.inner.times_calls || matches!(ticket, Ticket::Probe { .. }) {
             now.saturating_sub(started)
@@ -560,6 +647,9 @@ impl Breaker {
         let changed = {
             let mut core = self.lock();
             let transition = core.machine.record(now, ticket, outcome, elapsed);
+            if note.is_some() {
+                core.recent_failure = note.copied();
+            }
             // A transition leaves the machine out of the closed period any
             // late quiet success was counted in, so at most one of the two
             // queues a change.
@@ -602,7 +692,7 @@ impl Breaker {
     /// now would meet it (see [`Snapshot`]).
     pub fn snapshot(&self) -> Snapshot {
         let now = self.inner.time.now();
-        let (v, last, dropped_changes, changed) = {
+        let (v, last, dropped_changes, changed, opened_by) = {
             let mut core = self.lock();
             // An override past its expiry ends here if no call ended it.
             let expired = core.machine.expire(now);
@@ -620,6 +710,7 @@ impl Breaker {
                 core.last.clone(),
                 core.dropped_changes,
                 changed,
+                core.opened_by.clone(),
             )
         };
         if changed {
@@ -647,6 +738,18 @@ impl Breaker {
             },
             time_in_state: Duration::from_nanos(v.in_state),
             probes_in_flight: v.probes_in_flight,
+            consecutive_successes: v.consecutive_successes,
+            // Every admitted permit reports exactly once (a dropped one as a
+            // failure), and `totals.calls` counts every report, those counted
+            // without the lock included once `lock()` has taken them: the
+            // difference is what is out (a success counted between that take
+            // and now still shows as out).
+            calls_in_flight: self
+                .inner
+                .admitted
+                .as_ref()
+                .map(|a| a.sum().saturating_sub(v.totals.calls)),
+            opened_by,
             latency_percentile: v.latency_percentile,
             latency_breaches: v.latency_breaches,
             last_transition: last,
@@ -739,7 +842,9 @@ impl Breaker {
     fn publish(&self, core: &mut Core, t: Transition) {
         self.sync_gate(core);
         core.seq += 1;
+        let cause = remember_cause(core, &t);
         let change = StateChange {
+            cause,
             breaker: Arc::clone(&self.inner.name),
             from: t.from,
             to: t.to,
@@ -790,6 +895,27 @@ impl Breaker {
             core.machine.absorb_quiet_successes(n);
         }
         core
+    }
+}
+
+/// Under the lock, as `t` is published: what opened the breaker, if `t`
+/// opens it after a failure that showed its error. A state change starts a
+/// new period: the failures of the last one are forgotten.
+fn remember_cause(core: &mut Core, t: &Transition) -> Option<Arc<FailureCause>> {
+    let recent = core.recent_failure.take();
+    match t.to {
+        State::Open => {
+            let cause = recent.map(|n| Arc::new(n.cause()));
+            if cause.is_some() {
+                core.opened_by.clone_from(&cause);
+            }
+            cause
+        }
+        State::HalfOpen => None,
+        State::Closed | State::ForcedOpen | State::ForcedClosed => {
+            core.opened_by = None;
+            None
+        }
     }
 }
 
@@ -992,6 +1118,7 @@ impl<F> Decorated<F> {
     pub fn call<A, T, E>(&self, arg: A) -> Result<T, CallError<E>>
     where
         F: Fn(A) -> Result<T, E>,
+        T: 'static,
         E: StdError + 'static,
     {
         self.breaker.call(|| (self.f)(arg))
@@ -1003,6 +1130,7 @@ impl<F> Decorated<F> {
     pub fn call_any<A, T, E>(&self, arg: A) -> Result<T, CallError<E>>
     where
         F: Fn(A) -> Result<T, E>,
+        T: 'static,
         E: 'static,
     {
         self.breaker.call_any(|| (self.f)(arg))

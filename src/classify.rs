@@ -55,6 +55,63 @@ impl Verdict {
 #[deprecated(note = "merged into `Verdict`; `Outcome::Ignored` is `Verdict::Ignore`")]
 pub type Outcome = Verdict;
 
+/// Judges a call's `Ok` result, beside the [`Classifier`] that judges its
+/// errors: an HTTP 200 whose body says "stale feed", a quote with a zero
+/// price (Polly's `ShouldHandle` on results). Set with
+/// [`BreakerBuilder::result_classifier`](crate::BreakerBuilder::result_classifier).
+///
+/// ```
+/// use fusebox::{Breaker, CallPath, Classifier, ResultClassifier, State, Verdict};
+///
+/// struct Quote { price: f64 }
+///
+/// let breaker = Breaker::builder("quotes")
+///     .call_path(CallPath::ReferenceData)
+///     .classifier(Classifier::every_error_is_a_failure())
+///     .result_classifier(ResultClassifier::for_type(|q: &Quote| {
+///         if q.price > 0.0 { Verdict::Success } else { Verdict::Failure }
+///     }))
+///     .consecutive_failure_threshold(2)
+///     .build()?;
+///
+/// for _ in 0..2 {
+///     // The zero price reaches the caller, and counts against the vendor.
+///     let q = breaker.call(|| Ok::<_, std::io::Error>(Quote { price: 0.0 }));
+///     assert_eq!(q.unwrap().price, 0.0);
+/// }
+/// assert_eq!(breaker.state(), State::Open);
+/// # Ok::<(), fusebox::ConfigError>(())
+/// ```
+#[derive(Clone)]
+pub struct ResultClassifier(Arc<ResultFn>);
+
+type ResultFn = dyn Fn(&dyn Any) -> Verdict + Send + Sync;
+
+impl ResultClassifier {
+    /// A result classifier for calls that return a `T`; a result of
+    /// another type is a success.
+    pub fn for_type<T, F>(f: F) -> Self
+    where
+        T: 'static,
+        F: Fn(&T) -> Verdict + Send + Sync + 'static,
+    {
+        ResultClassifier(Arc::new(move |value: &dyn Any| {
+            value.downcast_ref::<T>().map_or(Verdict::Success, &f)
+        }))
+    }
+
+    /// The verdict on `value`.
+    pub fn classify<T: 'static>(&self, value: &T) -> Verdict {
+        (self.0)(value)
+    }
+}
+
+impl fmt::Debug for ResultClassifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ResultClassifier(..)")
+    }
+}
+
 /// An error as a [`Classifier`] sees it: the value the call returned, and
 /// that value as a [`std::error::Error`] when it is one.
 ///

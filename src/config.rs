@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use crate::backoff::Backoff;
 use crate::events::{Delivery, StateChange};
-use crate::{Breaker, CallPath, Classifier, ConfigError, LatencyTrip};
+use crate::policy::{HalfOpenRate, OpenPeriod, TripPredicate};
+use crate::{Breaker, CallPath, Classifier, ConfigError, LatencyTrip, ResultClassifier};
 
 pub(crate) type Callback = Arc<dyn Fn(&StateChange) + Send + Sync>;
 
@@ -31,6 +32,13 @@ pub(crate) struct Settings {
     pub(crate) flapping_window: Duration,
     /// Ramp-up, maintenance windows, deadlines (`src/trading/`).
     pub(crate) recovery: crate::trading::Recovery,
+    pub(crate) trip_predicate: Option<TripPredicate>,
+    pub(crate) open_period: Option<OpenPeriod>,
+    pub(crate) count_window: Option<u32>,
+    pub(crate) closed_interval: Option<Duration>,
+    pub(crate) half_open_max_probes: Option<u32>,
+    pub(crate) half_open_rate: Option<HalfOpenRate>,
+    pub(crate) count_in_flight: bool,
 }
 
 impl Settings {
@@ -39,6 +47,7 @@ impl Settings {
         self.window_failure_threshold.is_some()
             || self.failure_rate_threshold.is_some()
             || self.slow_call_rate_threshold.is_some()
+            || self.trip_predicate.is_some()
     }
 }
 
@@ -65,6 +74,13 @@ impl Default for Settings {
             flapping_trips: Some(3),
             flapping_window: Duration::from_secs(600),
             recovery: crate::trading::Recovery::default(),
+            trip_predicate: None,
+            open_period: None,
+            count_window: None,
+            closed_interval: None,
+            half_open_max_probes: None,
+            half_open_rate: None,
+            count_in_flight: false,
         }
     }
 }
@@ -101,6 +117,14 @@ impl Default for Settings {
 /// | `max_probe_duration` | 30 s | a probe that has not reported back by then counts as failed |
 /// | `flapping_trips` | `Some(3)` | trips within `flapping_window` that mark the breaker as flapping (a signal only) |
 /// | `flapping_window` | 10 min | the window `flapping_trips` looks at |
+/// | `result_classifier` | none | judges an `Ok` result: a stale feed or a zero price can be a failure |
+/// | `trip_predicate` | none | a named [`TripPredicate`](crate::TripPredicate) over the window's counts that opens it |
+/// | `open_period` | none (the backoff) | an [`OpenPeriod`](crate::OpenPeriod) function deciding each open period, under `max_open_duration` |
+/// | `count_window` | `None` (the time window) | judge the window conditions over the last N calls instead of `failure_window` |
+/// | `closed_interval` | `None` | clear the closed-state counts every interval (gobreaker `Interval`) |
+/// | `half_open_max_probes` | `None` (no cap) | probes admitted over a whole half-open period (gobreaker `MaxRequests`) |
+/// | `count_calls_in_flight` | `false` | count calls admitted and not yet reported, for `Snapshot::calls_in_flight` |
+/// | `half_open_rate` | `None` | judge half-open by a [`HalfOpenRate`](crate::HalfOpenRate) over N probes instead of N successes in a row |
 /// | `clock` | `quanta::Clock::new()`, read directly on every decision | the monotonic clock; tests pass `quanta::Clock::mock()` |
 /// | `on_state_change` | none | a callback run after every state change, outside the lock |
 /// | `delivery` | [`Delivery::Caller`] | which thread runs the callback, subscribers and log lines |
@@ -114,6 +138,7 @@ pub struct BreakerBuilder<T = Breaker> {
     pub(crate) on_state_change: Option<Callback>,
     pub(crate) delivery: Delivery,
     pub(crate) jitter_seed: Option<u64>,
+    pub(crate) result_classifier: Option<ResultClassifier>,
     pub(crate) settings: Settings,
     /// What `build()` makes: a [`Breaker`] or a [`BreakerConfig`].
     target: PhantomData<fn() -> T>,
@@ -156,6 +181,7 @@ impl<T> BreakerBuilder<T> {
             on_state_change: None,
             delivery: Delivery::Caller,
             jitter_seed: None,
+            result_classifier: None,
             settings: Settings::default(),
             target: PhantomData,
         }
@@ -269,6 +295,76 @@ impl<T> BreakerBuilder<T> {
         /// The window `flapping_trips` looks at.
         flapping_window: Duration => flapping_window);
 
+    /// Judges each `Ok` result of [`Breaker::call`], [`call_any`](Breaker::call_any),
+    /// [`call_with`](Breaker::call_with) and a permit's `finish`: an HTTP
+    /// 200 whose body says "stale feed", a quote with a zero price can be a
+    /// failure (Polly's `ShouldHandle` on results). The result is returned
+    /// to the caller unchanged either way. Results of other types than the
+    /// classifier's are successes.
+    ///
+    /// Cost: a closed success with one set takes the locked path when the
+    /// classifier says anything but `Success`; a `Success` stays lock-free.
+    pub fn result_classifier(mut self, classifier: impl Into<Option<ResultClassifier>>) -> Self {
+        self.result_classifier = classifier.into();
+        self
+    }
+
+    setter!(
+        /// A named condition over the window's counts that opens the
+        /// breaker, judged after every call besides the built-in conditions
+        /// (gobreaker's `ReadyToTrip`). It does not wait for
+        /// `minimum_calls`; it sees the window of `failure_window` (or
+        /// `count_window`) and the current runs.
+        ///
+        /// Cost: with one set, every success takes the breaker's lock (a
+        /// success could make the predicate true), about the cost of a
+        /// failure.
+        trip_predicate: into crate::TripPredicate => trip_predicate);
+    setter!(
+        /// A function that decides each open period from the re-open count,
+        /// the window's failure rate and the last period, in place of
+        /// `open_duration`, `backoff_multiplier` and `jitter` (Polly's
+        /// `BreakDurationGenerator`). `max_open_duration` stays the
+        /// ceiling; a `Verdict::Throttled` request still lengthens the
+        /// period up to it. Called under the breaker's lock: keep it quick.
+        open_period: into crate::OpenPeriod => open_period);
+    setter!(
+        /// Judge `window_failure_threshold`, `failure_rate_threshold`,
+        /// `slow_call_rate_threshold` and the trip predicate over the last
+        /// `n` calls (1 to 1 000 000), however old, instead of over
+        /// `failure_window` (Resilience4j's `COUNT_BASED` window).
+        /// `minimum_calls` must not exceed `n`.
+        ///
+        /// Cost: `n` bytes, allocated at build; every success takes the
+        /// breaker's lock, about the cost of a failure.
+        count_window: into u32 => count_window);
+    setter!(
+        /// Clears the closed-state counts (the failure run, the success
+        /// run and the window) every `interval`, counted from when the
+        /// breaker last closed: "failures per minute, reset each minute"
+        /// (gobreaker's `Interval`). Lifetime totals are kept.
+        closed_interval: into Duration => closed_interval);
+    setter!(
+        /// Probes admitted over a whole half-open period, beside
+        /// `half_open_max_calls` at once (gobreaker's `MaxRequests`). A
+        /// probe whose outcome is ignored gives its place back. Must be at
+        /// least `half_open_success_threshold` (or the `half_open_rate`
+        /// round), so that the breaker can close.
+        half_open_max_probes: into u32 => half_open_max_probes);
+    setter!(
+        /// Judge half-open by the failure rate of a round of probes instead
+        /// of `half_open_success_threshold` successes in a row.
+        half_open_rate: into crate::HalfOpenRate => half_open_rate);
+
+    setter!(
+        /// Counts the calls admitted and not yet reported, for
+        /// [`Snapshot::calls_in_flight`](crate::Snapshot::calls_in_flight)
+        /// (gobreaker's `Requests`, less those that reported).
+        ///
+        /// Cost: one increment on the thread's own counter line per
+        /// admission; successes stay lock-free. Off by default.
+        count_calls_in_flight: bool => count_in_flight);
+
     /// The same settings, building the other kind of thing.
     fn retarget<U>(self) -> BreakerBuilder<U> {
         BreakerBuilder {
@@ -279,6 +375,7 @@ impl<T> BreakerBuilder<T> {
             on_state_change: self.on_state_change,
             delivery: self.delivery,
             jitter_seed: self.jitter_seed,
+            result_classifier: self.result_classifier,
             settings: self.settings,
             target: PhantomData,
         }
@@ -418,6 +515,7 @@ impl<T> BreakerBuilder<T> {
             "must be at least 1 ms",
             format_args!("{:?}", s.flapping_window),
         )?;
+        self.validate_parity()?;
         let any_condition =
             s.failure_threshold.is_some() || s.uses_window() || s.latency_trip.is_some();
         check(
@@ -426,6 +524,57 @@ impl<T> BreakerBuilder<T> {
             "is off along with every other trip condition, so the breaker could never open",
             "None",
         )
+    }
+}
+
+impl<T> BreakerBuilder<T> {
+    /// Checks the settings brought over from the peers' policies.
+    fn validate_parity(&self) -> Result<(), ConfigError> {
+        let s = &self.settings;
+        if let Some(n) = s.count_window {
+            check(
+                "count_window",
+                (1..=1_000_000).contains(&n),
+                "must be between 1 and 1000000 calls (or None)",
+                n,
+            )?;
+            check(
+                "minimum_calls",
+                s.minimum_calls <= n,
+                "must not exceed count_window, or no rate is ever judged",
+                format_args!("{} > {n}", s.minimum_calls),
+            )?;
+        }
+        if let Some(d) = s.closed_interval {
+            check(
+                "closed_interval",
+                d >= Duration::from_millis(1),
+                "must be at least 1 ms (or None)",
+                format_args!("{d:?}"),
+            )?;
+        }
+        if let Some(r) = s.half_open_rate {
+            check(
+                "half_open_rate",
+                r.probes > 0,
+                "must judge at least 1 probe",
+                r.probes,
+            )?;
+            check_rate("half_open_rate", r.failure_rate_threshold)?;
+        }
+        if let Some(n) = s.half_open_max_probes {
+            let needed = s
+                .half_open_rate
+                .map_or(s.half_open_success_threshold, |r| r.probes);
+            check(
+                "half_open_max_probes",
+                n >= needed,
+                "must be at least half_open_success_threshold (or the half_open_rate round), \
+                 or the breaker could never close",
+                format_args!("{n} < {needed}"),
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -67,8 +67,12 @@ impl Rejected {
     }
 
     /// How long until the breaker will admit a probe, when that is known:
-    /// `Some` while open, `None` while half-open (a probe is deciding) or
-    /// forced open (an operator decides).
+    /// while open, until the open period ends; while half-open, until the
+    /// first probe out reaches its deadline (`max_probe_duration`), when a
+    /// probe slot frees up at the latest; `None` when forced open (an
+    /// operator decides). The error that opened the breaker is not carried
+    /// here, to keep a refusal a small `Copy` value: ask
+    /// [`Breaker::last_failure`](crate::Breaker::last_failure).
     pub fn retry_after(&self) -> Option<Duration> {
         match self.word & NO_RETRY {
             NO_RETRY => None,

@@ -55,6 +55,15 @@ pub enum Reason {
         /// Calls in that window.
         calls: u32,
     },
+    /// A custom [`TripPredicate`](crate::TripPredicate) held.
+    TripPredicate {
+        /// The predicate's name.
+        name: Arc<str>,
+        /// Calls in the window.
+        calls: u64,
+        /// Failures in the window.
+        failures: u64,
+    },
     /// The open period ended; probes may go.
     OpenPeriodElapsed,
     /// Enough probes succeeded in a row.
@@ -68,6 +77,14 @@ pub enum Reason {
     ProbeSlow {
         /// How long it took.
         elapsed: Duration,
+    },
+    /// The probes of a [`HalfOpenRate`](crate::HalfOpenRate) round failed
+    /// at or above its rate.
+    ProbeFailureRate {
+        /// Failed probes over decided probes.
+        rate: f64,
+        /// Probes decided.
+        probes: u32,
     },
     /// A probe did not report back within `max_probe_duration`.
     ProbeExpired,
@@ -139,6 +156,21 @@ impl fmt::Display for Reason {
                     rate * 100.0
                 )
             }
+            Reason::TripPredicate {
+                name,
+                calls,
+                failures,
+            } => write!(
+                f,
+                "trip predicate `{name}` held ({failures} failures in {calls} calls)"
+            ),
+            Reason::ProbeFailureRate { rate, probes } => {
+                write!(
+                    f,
+                    "probe failure rate {:.0}% over {probes} probes",
+                    rate * 100.0
+                )
+            }
             Reason::OpenPeriodElapsed => f.write_str("open period elapsed"),
             Reason::ProbeSucceeded { successes } => write!(f, "{successes} probe(s) succeeded"),
             Reason::ProbeFailed => f.write_str("probe failed"),
@@ -175,6 +207,10 @@ pub struct StateChange {
     pub reason: Reason,
     /// When, on the breaker's monotonic clock.
     pub at: quanta::Instant,
+    /// For a change to open on the breaker's own account: the last failure
+    /// recorded before it, when that call showed its error (see
+    /// [`FailureCause`](crate::FailureCause)).
+    pub cause: Option<Arc<crate::FailureCause>>,
     /// Position in this breaker's sequence of changes, from 1. Callbacks and
     /// subscribers see changes in this order. A gap means changes were
     /// dropped because too many were waiting for delivery
@@ -188,7 +224,11 @@ impl fmt::Display for StateChange {
             f,
             "breaker `{}`: {} -> {} ({})",
             self.breaker, self.from, self.to, self.reason
-        )
+        )?;
+        match &self.cause {
+            Some(cause) => write!(f, " after `{cause}`"),
+            None => Ok(()),
+        }
     }
 }
 

@@ -153,11 +153,13 @@ pub mod admin;
 mod backoff;
 mod breaker;
 mod call_path;
+mod cause;
 mod classify;
 mod clock;
 mod config;
 #[cfg(feature = "serde")]
 pub mod config_file;
+mod count_window;
 mod counter;
 mod error;
 mod events;
@@ -171,6 +173,7 @@ mod machine;
 mod name;
 mod notifier;
 mod permit;
+mod policy;
 #[cfg(feature = "prometheus")]
 pub mod prometheus;
 mod ramp;
@@ -184,14 +187,16 @@ mod window;
 
 pub use breaker::{Breaker, Decorated};
 pub use call_path::CallPath;
+pub use cause::FailureCause;
 #[allow(deprecated)] // `Outcome`, kept for one more release
 pub use classify::Outcome;
-pub use classify::{Classifier, ErrorView, Verdict};
+pub use classify::{Classifier, ErrorView, ResultClassifier, Verdict};
 pub use config::{BreakerBuilder, BreakerConfig};
 pub use error::{CallError, ConfigError, Rejected};
 pub use events::{Delivery, Iter, Reason, StateChange, Subscription, TryIter};
 pub use latency::LatencyTrip;
 pub use permit::{OwnedPermit, Permit};
+pub use policy::{HalfOpenRate, OpenPeriod, OpenPeriodInput, TripPredicate, WindowCounts};
 pub use ramp::RampUp;
 pub use snapshot::{Snapshot, Totals};
 pub use state::State;

@@ -10,8 +10,10 @@ use std::time::Duration;
 
 use crate::backoff::Rng;
 use crate::config::Settings;
+use crate::count_window::{CountWindow, Tally};
 use crate::events::Reason;
 use crate::latency::LatencyWindow;
+use crate::policy::{OpenPeriodInput, RoundDecision, WindowCounts};
 use crate::trading::Recovering;
 use crate::window::{Counts, Window};
 use crate::{State, Verdict};
@@ -107,7 +109,7 @@ pub(crate) struct Machine {
     reopens: u32,
     consecutive: u32,
     throttle_until: u64,
-    window: Option<Window>,
+    window: Option<Tally>,
     latency: Option<LatencyWindow>,
     probes: Box<[Option<Probe>]>,
     probe_successes: u32,
@@ -122,6 +124,16 @@ pub(crate) struct Machine {
     next_trip_slot: usize,
     /// Ramp-up, maintenance windows and deadlines (`src/trading/`).
     recovering: Recovering,
+    /// Successes in a row in the current state (gobreaker's
+    /// `ConsecutiveSuccesses`).
+    consecutive_successes: u64,
+    /// With `closed_interval`: when the closed-state counts are next cleared.
+    interval_end: u64,
+    /// Probes admitted in this half-open period and not ignored, for
+    /// `half_open_max_probes`.
+    probes_admitted: u32,
+    /// Failed probes in this half-open period, for `half_open_rate`.
+    probe_failures: u32,
 }
 
 /// Everything the snapshot reads from the machine, at one instant.
@@ -146,6 +158,7 @@ pub(crate) struct View {
     pub(crate) ramp_fraction: Option<f64>,
     pub(crate) maintenance_until: Option<u64>,
     pub(crate) neutral_failures: u64,
+    pub(crate) consecutive_successes: u64,
 }
 
 impl Machine {
@@ -159,9 +172,13 @@ impl Machine {
                 .min()
                 .map(nanos),
             probe_budget: nanos(s.max_probe_duration),
-            window: s
-                .uses_window()
-                .then(|| Window::new(nanos(s.failure_window))),
+            window: s.uses_window().then(|| match s.count_window {
+                Some(n) => Tally::Count(CountWindow::new(n)),
+                None => Tally::Time(Window::new(nanos(s.failure_window))),
+            }),
+            interval_end: s
+                .closed_interval
+                .map_or(u64::MAX, |d| now.saturating_add(nanos(d))),
             latency: s.latency_trip.clone().map(|p| LatencyWindow::new(p, now)),
             probes: vec![None; s.half_open_max_calls as usize].into_boxed_slice(),
             recent_trips: vec![u64::MAX; s.flapping_trips.unwrap_or(0) as usize].into_boxed_slice(),
@@ -182,6 +199,9 @@ impl Machine {
             rng: Rng::new(seed),
             totals: Totals::default(),
             trips: 0,
+            consecutive_successes: 0,
+            probes_admitted: 0,
+            probe_failures: 0,
         }
     }
 
@@ -223,6 +243,7 @@ impl Machine {
             && self.consecutive == 0
             && self.latency.is_none()
             && self.slow_after.is_none()
+            && !self.judges_every_success()
             && !self.a_success_could_trip()
     }
 
@@ -311,6 +332,7 @@ impl Machine {
             State::HalfOpen => {
                 !self.probes.iter().flatten().any(|p| p.deadline <= now)
                     && self.probes.iter().any(Option::is_none)
+                    && !self.probe_cap_reached()
             }
         }
     }
@@ -348,6 +370,10 @@ impl Machine {
     }
 
     fn take_probe(&mut self, now: u64) -> Option<Ticket> {
+        if self.probe_cap_reached() {
+            return None;
+        }
+        self.probes_admitted += 1;
         match self.probes.iter_mut().find(|p| p.is_none()) {
             Some(slot) => {
                 self.next_probe_id += 1;
@@ -358,14 +384,21 @@ impl Machine {
                 });
                 Some(Ticket::Probe { id })
             }
-            None => None,
+            None => {
+                self.probes_admitted -= 1;
+                None
+            }
         }
     }
 
     fn refuse(&self, now: u64) -> Admit {
         Admit::Refuse {
             state: self.state,
-            retry_after: (self.state == State::Open).then(|| self.open_until.saturating_sub(now)),
+            retry_after: match self.state {
+                State::Open => Some(self.open_until.saturating_sub(now)),
+                State::HalfOpen => self.next_probe_deadline(now),
+                _ => None,
+            },
         }
     }
 
@@ -415,7 +448,10 @@ impl Machine {
             self.throttle_until = self.throttle_until.max(now.saturating_add(d));
         }
         match ticket {
-            Ticket::Closed { .. } => self.closed_outcome(now, outcome, slow, elapsed),
+            Ticket::Closed { .. } => {
+                self.roll_interval(now);
+                self.closed_outcome(now, outcome, slow, elapsed)
+            }
             Ticket::Probe { id } => {
                 let slot = self
                     .probes
@@ -460,6 +496,7 @@ impl Machine {
             Verdict::Ignore => return None,
             Verdict::Success => {
                 self.consecutive = 0;
+                self.consecutive_successes += 1;
                 false
             }
             Verdict::Failure | Verdict::Throttled(_) => {
@@ -469,6 +506,7 @@ impl Machine {
                     return Some(self.reopen(now, Reason::RampFailed));
                 }
                 self.consecutive = self.consecutive.saturating_add(1);
+                self.consecutive_successes = 0;
                 true
             }
         };
@@ -518,7 +556,7 @@ impl Machine {
             });
         }
         if w.calls < u64::from(s.minimum_calls) {
-            return None;
+            return self.predicate_reason(w);
         }
         let calls = w.calls as f64;
         let failure_rate = w.failures as f64 / calls;
@@ -535,7 +573,7 @@ impl Machine {
                 calls: w.calls.min(u64::from(u32::MAX)) as u32,
             });
         }
-        None
+        self.predicate_reason(w)
     }
 
     fn probe_outcome(
@@ -545,8 +583,14 @@ impl Machine {
         slow: bool,
         elapsed: u64,
     ) -> Option<Transition> {
+        if self.s.half_open_rate.is_some() {
+            return self.rate_probe_outcome(now, outcome, slow);
+        }
         match outcome {
-            Verdict::Ignore => None,
+            Verdict::Ignore => {
+                self.probes_admitted -= 1;
+                None
+            }
             Verdict::Success if slow => Some(self.reopen(
                 now,
                 Reason::ProbeSlow {
@@ -555,6 +599,7 @@ impl Machine {
             )),
             Verdict::Success => {
                 self.probe_successes += 1;
+                self.consecutive_successes += 1;
                 if self.probe_successes >= self.s.half_open_success_threshold {
                     let (successes, reopens) = (self.probe_successes, self.reopens);
                     let t = self.close(now, Reason::ProbeSucceeded { successes });
@@ -618,12 +663,7 @@ impl Machine {
     /// longer if the dependency asked to be left alone for longer, and
     /// never longer than `max_open_duration`.
     fn open_until_from(&self, now: u64, reopens: u32, rng: &mut Rng) -> u64 {
-        let period = nanos(self.s.backoff.period(reopens, rng));
-        let ceiling = now.saturating_add(nanos(self.s.backoff.max));
-        now.saturating_add(period)
-            .max(self.throttle_until)
-            .min(ceiling)
-            .max(now)
+        now.saturating_add(self.open_period(now, reopens, rng))
     }
 
     fn close(&mut self, now: u64, reason: Reason) -> Transition {
@@ -639,6 +679,7 @@ impl Machine {
         if let Some(l) = &mut self.latency {
             l.clear(now);
         }
+        self.restart_interval(now);
         self.enter(now, State::Closed, reason)
     }
 
@@ -649,6 +690,9 @@ impl Machine {
         let now = now.max(self.entered_at);
         self.probes.iter_mut().for_each(|p| *p = None);
         self.probe_successes = 0;
+        self.probes_admitted = 0;
+        self.probe_failures = 0;
+        self.consecutive_successes = 0;
         let t = Transition {
             from: self.state,
             to,
@@ -713,7 +757,10 @@ impl Machine {
     /// Until when a quiet success may be counted without the lock: the end
     /// of the window's head bucket, or forever without a window.
     pub(crate) fn quiet_until(&self) -> u64 {
-        self.window.as_ref().map_or(u64::MAX, Window::head_end)
+        self.window
+            .as_ref()
+            .map_or(u64::MAX, Tally::head_end)
+            .min(self.interval_end)
     }
 
     /// Takes `n` successes counted without the lock since the last locked
@@ -724,6 +771,7 @@ impl Machine {
     pub(crate) fn absorb_quiet_successes(&mut self, n: u64) {
         self.totals.calls += n;
         self.totals.successes += n;
+        self.consecutive_successes += n;
         if let Some(w) = &mut self.window {
             w.absorb_successes(n);
         }
@@ -748,6 +796,7 @@ impl Machine {
             return None;
         }
         self.consecutive = 0;
+        self.consecutive_successes += n;
         let mut left = n;
         // One at a time while a success could trip (at most until the window
         // holds `minimum_calls`), then the rest at once.
@@ -768,6 +817,7 @@ impl Machine {
 
     /// Slides the window to `now`, as a snapshot does before it reads.
     pub(crate) fn slide(&mut self, now: u64) {
+        self.roll_interval(now);
         if let Some(w) = &mut self.window {
             w.advance(now);
         }
@@ -793,7 +843,7 @@ impl Machine {
     /// it (see [`state_at`](Self::state_at)); the window as of the last
     /// slide. Changes nothing.
     pub(crate) fn view(&self, now: u64) -> View {
-        let w = self.window.as_ref().map(Window::totals).unwrap_or_default();
+        let w = self.window.as_ref().map(Tally::totals).unwrap_or_default();
         let mut v = View {
             state: self.state,
             consecutive_failures: self.consecutive,
@@ -819,6 +869,7 @@ impl Machine {
                 .flatten(),
             maintenance_until: self.recovering.maintenance_until(now),
             neutral_failures: self.recovering.neutral_failures(),
+            consecutive_successes: self.consecutive_successes,
         };
         match self.state_at(now) {
             // Past its open period: the next call is the probe.
@@ -852,6 +903,142 @@ impl Machine {
             _ => {}
         }
         v
+    }
+}
+
+// The settings that bring the peers' policies over (Resilience4j, Polly,
+// gobreaker): each is a function here, called from a line or two of the
+// transitions above.
+impl Machine {
+    /// The length, in nanoseconds, of an open period that starts at `now`
+    /// after `reopens` re-opens, drawing any jitter from `rng`: the
+    /// `open_period` function's, or the backoff's, lengthened to what a
+    /// throttling dependency asked for, and never longer than
+    /// `max_open_duration`. Every open period, and the one a snapshot
+    /// predicts, is computed here: a rule that shortens or lengthens open
+    /// periods wraps this function.
+    fn open_period(&self, now: u64, reopens: u32, rng: &mut Rng) -> u64 {
+        let period = match &self.s.open_period {
+            Some(f) => nanos(f.period(&OpenPeriodInput {
+                reopens,
+                failure_rate: self.window.as_ref().map(|w| {
+                    let c = w.totals();
+                    crate::snapshot::rate(c.failures, c.calls)
+                }),
+                last_period: Duration::from_nanos(self.open_period),
+            })),
+            None => nanos(self.s.backoff.period(reopens, rng)),
+        };
+        let ceiling = now.saturating_add(nanos(self.s.backoff.max));
+        let until = now
+            .saturating_add(period)
+            .max(self.throttle_until)
+            .min(ceiling)
+            .max(now);
+        until - now
+    }
+
+    /// Whether every success must be recorded under the lock: a custom
+    /// trip predicate may be made true by any success (the breaker cannot
+    /// foresee which, as it does for its own conditions), and a count
+    /// window pushes an old call out with each one.
+    fn judges_every_success(&self) -> bool {
+        self.s.trip_predicate.is_some() || self.window.as_ref().is_some_and(Tally::counts_calls)
+    }
+
+    /// The custom trip predicate's reason, if it holds for `w`.
+    fn predicate_reason(&self, w: Counts) -> Option<Reason> {
+        let p = self.s.trip_predicate.as_ref()?;
+        let counts = WindowCounts {
+            calls: w.calls,
+            failures: w.failures,
+            slow: w.slow,
+            consecutive_failures: self.consecutive,
+            consecutive_successes: self.consecutive_successes,
+        };
+        p.holds(&counts).then(|| Reason::TripPredicate {
+            name: p.shared_name(),
+            calls: w.calls,
+            failures: w.failures,
+        })
+    }
+
+    /// With `closed_interval`: clears the closed-state counts (the failure
+    /// run, the success run, the window) if the interval has ended by `now`,
+    /// and starts the interval `now` falls in.
+    fn roll_interval(&mut self, now: u64) {
+        let Some(d) = self.s.closed_interval.map(nanos) else {
+            return;
+        };
+        if self.state != State::Closed || now < self.interval_end {
+            return;
+        }
+        let passed = (now - self.interval_end) / d.max(1) + 1;
+        self.interval_end = self.interval_end.saturating_add(passed.saturating_mul(d));
+        self.consecutive = 0;
+        self.consecutive_successes = 0;
+        if let Some(w) = &mut self.window {
+            w.clear();
+        }
+    }
+
+    /// With `closed_interval`: a closed period starting at `now` starts an
+    /// interval.
+    fn restart_interval(&mut self, now: u64) {
+        if let Some(d) = self.s.closed_interval {
+            self.interval_end = now.saturating_add(nanos(d));
+        }
+    }
+
+    /// Whether this half-open period has admitted all the probes it may:
+    /// `half_open_max_probes`, or the round of a `half_open_rate`.
+    /// Ignored probes give their place back.
+    fn probe_cap_reached(&self) -> bool {
+        let cap = match (self.s.half_open_max_probes, self.s.half_open_rate) {
+            (Some(n), Some(r)) => n.min(r.probes),
+            (Some(n), None) => n,
+            (None, Some(r)) => r.probes,
+            (None, None) => return false,
+        };
+        self.probes_admitted >= cap
+    }
+
+    /// How long until the first probe out reaches its deadline: when a
+    /// probe slot frees up at the latest. `None` with no probe out.
+    fn next_probe_deadline(&self, now: u64) -> Option<u64> {
+        self.probes
+            .iter()
+            .flatten()
+            .map(|p| p.deadline.saturating_sub(now))
+            .min()
+    }
+
+    /// A probe's outcome when half-open is judged by a rate over a round
+    /// of probes (`half_open_rate`).
+    fn rate_probe_outcome(&mut self, now: u64, outcome: Verdict, slow: bool) -> Option<Transition> {
+        let round = self.s.half_open_rate?;
+        match outcome {
+            Verdict::Ignore => {
+                self.probes_admitted -= 1;
+                return None;
+            }
+            Verdict::Success if !slow => {
+                self.probe_successes += 1;
+                self.consecutive_successes += 1;
+            }
+            _ => self.probe_failures += 1,
+        }
+        match round.decide(self.probe_successes, self.probe_failures) {
+            RoundDecision::Undecided => None,
+            RoundDecision::Close => {
+                let successes = self.probe_successes;
+                Some(self.close(now, Reason::ProbeSucceeded { successes }))
+            }
+            RoundDecision::Reopen { rate } => {
+                let probes = self.probe_successes + self.probe_failures;
+                Some(self.reopen(now, Reason::ProbeFailureRate { rate, probes }))
+            }
+        }
     }
 }
 

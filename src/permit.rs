@@ -5,6 +5,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::mem::ManuallyDrop;
 
+use crate::cause::Note;
 use crate::classify::ErrorView;
 use crate::machine::Ticket;
 use crate::{Breaker, Verdict};
@@ -84,6 +85,15 @@ impl<'a> Permit<'a> {
         }
     }
 
+    /// [`judged`](Self::judged), taking the value and handing it back, so
+    /// that `call` never makes it round-trip through memory on its default
+    /// path.
+    #[inline(never)]
+    pub(crate) fn judged_value<T: 'static>(self, value: T) -> T {
+        self.judged(&value);
+        value
+    }
+
     /// This permit, holding its own handle to the breaker (one reference
     /// count increment) so that it can outlive the borrow.
     pub fn into_owned(self) -> OwnedPermit {
@@ -133,29 +143,67 @@ macro_rules! reporting {
             #[inline]
             pub fn finish<T, E>(self, result: &Result<T, E>) -> Verdict
             where
+                T: 'static,
                 E: StdError + 'static,
             {
-                let verdict = match result {
-                    Ok(_) => Verdict::Success,
-                    Err(e) => self
-                        .breaker
-                        .classifier()
-                        .classify_view(ErrorView::of_error(e)),
-                };
-                self.record(verdict);
-                verdict
+                match result {
+                    Ok(_) if !self.breaker.has_result_classifier() => {
+                        self.record(Verdict::Success);
+                        Verdict::Success
+                    }
+                    Ok(v) => self.judged(v),
+                    Err(e) => {
+                        let view = ErrorView::of_error(e);
+                        let verdict = self.breaker.classifier().classify_view(view);
+                        self.record_failed::<E>(verdict, view);
+                        verdict
+                    }
+                }
             }
 
             /// [`finish`](Self::finish) for an error of any type, seen as
             /// [`Breaker::call_any`](crate::Breaker::call_any) sees it.
             #[inline]
-            pub fn finish_any<T, E: 'static>(self, result: &Result<T, E>) -> Verdict {
-                let verdict = match result {
-                    Ok(_) => Verdict::Success,
-                    Err(e) => self.breaker.classifier().classify_value(e),
-                };
+            pub fn finish_any<T: 'static, E: 'static>(self, result: &Result<T, E>) -> Verdict {
+                match result {
+                    Ok(_) if !self.breaker.has_result_classifier() => {
+                        self.record(Verdict::Success);
+                        Verdict::Success
+                    }
+                    Ok(v) => self.judged(v),
+                    Err(e) => {
+                        let view = ErrorView::of_value(e);
+                        let verdict = self.breaker.classifier().classify_value(e);
+                        self.record_failed::<E>(verdict, view);
+                        verdict
+                    }
+                }
+            }
+
+            /// Reports the result classifier's verdict on `value`, out of
+            /// line: the default configuration's inlined success path
+            /// never carries it.
+            #[inline(never)]
+            pub(crate) fn judged<T: 'static>(self, value: &T) -> Verdict {
+                let verdict = self.breaker.judge_ok(value);
                 self.record(verdict);
                 verdict
+            }
+
+            /// Reports `verdict` on an error of type `E` seen as `view`:
+            /// a failure keeps a note of its message, in case the breaker
+            /// opens on it. Out of line: the note's buffer must not weigh
+            /// on the inlined success and refusal paths of `call`.
+            #[inline(never)]
+            pub(crate) fn record_failed<E>(self, verdict: Verdict, view: ErrorView<'_>) {
+                if !matches!(verdict, Verdict::Failure | Verdict::Throttled(_)) {
+                    return self.record(verdict);
+                }
+                let message = view.as_error().map(|e| e as &dyn fmt::Display);
+                let note = Note::new::<E>(message);
+                let this = ManuallyDrop::new(self);
+                this.breaker
+                    .settle_noted(this.ticket, this.started, verdict, Some(&note));
             }
 
             /// Reports `verdict` (an `Outcome`, its old name, works too).

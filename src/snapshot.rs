@@ -85,6 +85,17 @@ pub struct Snapshot {
     pub time_in_state: Duration,
     /// Probes admitted and not yet reported.
     pub probes_in_flight: u32,
+    /// Successes in a row in the current state (gobreaker's
+    /// `ConsecutiveSuccesses`): since the last failure, or since the state
+    /// last changed.
+    pub consecutive_successes: u64,
+    /// With `count_calls_in_flight`: calls admitted and not yet reported,
+    /// probes included; exact while no call races the snapshot. `None`
+    /// when not counted.
+    pub calls_in_flight: Option<u64>,
+    /// What opened the breaker, while it is open or half-open (see
+    /// [`Breaker::last_failure`](crate::Breaker::last_failure)).
+    pub opened_by: Option<Arc<crate::FailureCause>>,
     /// The latency policy's percentile in its last full window, if it has one.
     pub latency_percentile: Option<Duration>,
     /// The latency policy's current run of breaching windows.

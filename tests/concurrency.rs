@@ -49,7 +49,11 @@ fn sixty_four_threads_at_the_end_of_the_open_period_admit_exactly_one_probe() {
                             // Held until every thread has tried.
                             *probe.lock().unwrap() = Some(p);
                         }
-                        Err(r) if r.state() == State::HalfOpen && r.retry_after().is_none() => {
+                        // Refused until the probe's deadline (`max_probe_duration`) at the latest.
+                        Err(r)
+                            if r.state() == State::HalfOpen
+                                && r.retry_after() == Some(30 * SEC) =>
+                        {
                             refused_half_open.fetch_add(1, Ordering::SeqCst);
                         }
                         Err(_) => {

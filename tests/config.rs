@@ -455,3 +455,38 @@ fn a_custom_call_path_owns_its_label() {
         .unwrap();
     assert_eq!(old.call_path().as_str(), "fx-fixings");
 }
+
+#[test]
+fn the_peer_parity_settings_are_checked_and_name_their_field() {
+    use fusebox::HalfOpenRate;
+    refused_for(valid().count_window(0), "count_window");
+    refused_for(valid().count_window(2_000_000), "count_window");
+    refused_for(valid().count_window(10).minimum_calls(20), "minimum_calls");
+    refused_for(valid().closed_interval(Duration::ZERO), "closed_interval");
+    refused_for(
+        valid()
+            .half_open_success_threshold(3)
+            .half_open_max_probes(2),
+        "half_open_max_probes",
+    );
+    let round = |probes, failure_rate_threshold| HalfOpenRate {
+        probes,
+        failure_rate_threshold,
+    };
+    refused_for(valid().half_open_rate(round(0, 0.5)), "half_open_rate");
+    refused_for(valid().half_open_rate(round(4, 0.0)), "half_open_rate");
+    refused_for(valid().half_open_rate(round(4, f64::NAN)), "half_open_rate");
+    refused_for(
+        valid()
+            .half_open_rate(round(4, 0.5))
+            .half_open_max_probes(3),
+        "half_open_max_probes",
+    );
+    valid()
+        .count_window(20)
+        .closed_interval(Duration::from_secs(60))
+        .half_open_rate(round(4, 0.5))
+        .half_open_max_probes(4)
+        .build()
+        .expect("valid");
+}

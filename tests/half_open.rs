@@ -51,10 +51,14 @@ fn refuses_second_probe_while_first_is_out() {
     trip(&b, 1);
     mock.increment(10 * SEC);
     let probe = b.try_acquire().unwrap();
-    for _ in 0..10 {
+    for i in 0..10 {
         let rej = refused(succeed(&b));
         assert_eq!(rej.state(), State::HalfOpen);
-        assert_eq!(rej.retry_after(), None, "a probe is deciding");
+        assert_eq!(
+            rej.retry_after(),
+            Some(5 * SEC - i * 100 * MS),
+            "the probe out decides by its deadline at the latest"
+        );
         mock.increment(100 * MS);
     }
     assert_eq!(b.snapshot().probes_in_flight, 1);

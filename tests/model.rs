@@ -412,7 +412,17 @@ impl Model {
 
     fn refuse(&mut self) -> Admission {
         self.totals.short_circuits += 1;
-        let retry = (self.state == State::Open).then(|| self.open_until - self.now);
+        // Open: until the period ends. Half-open: until the first probe out
+        // reaches its deadline, when a slot frees up at the latest.
+        let retry = match self.state {
+            State::Open => Some(self.open_until - self.now),
+            State::HalfOpen => self
+                .probes
+                .iter()
+                .map(|&(_, deadline)| deadline.saturating_sub(self.now))
+                .min(),
+            _ => None,
+        };
         Admission::Refuse(self.state, retry)
     }
 

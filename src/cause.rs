@@ -1,0 +1,123 @@
+//! What broke the circuit: the message and type name of the last failure
+//! recorded before the breaker opened, bounded in size. Never the error
+//! value itself, which may hold a connection or a buffer.
+
+use std::fmt::{self, Write as _};
+
+/// The error that opened a breaker, as text: in the opening
+/// [`StateChange::cause`](crate::StateChange::cause), in
+/// [`Snapshot::opened_by`](crate::Snapshot::opened_by) and from
+/// [`Breaker::last_failure`](crate::Breaker::last_failure), so that a
+/// refused caller can say why (Polly's `BrokenCircuitException` carries it).
+///
+/// The message is the error's `Display`, cut to
+/// [`MAX_MESSAGE`](Self::MAX_MESSAGE) bytes, with control characters
+/// replaced by spaces so that it cannot forge a log line. It is taken from
+/// calls made through [`Breaker::call`](crate::Breaker::call),
+/// [`call_any`](crate::Breaker::call_any) (for error types it can see as
+/// `std::error::Error`; others give the type name only),
+/// [`call_with`](crate::Breaker::call_with) and a permit's `finish`;
+/// a bare [`Permit::failure`](crate::Permit::failure) has no error to show.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FailureCause {
+    type_name: &'static str,
+    message: Box<str>,
+}
+
+impl FailureCause {
+    /// The longest message kept, in bytes.
+    pub const MAX_MESSAGE: usize = 240;
+
+    /// The error's type, as `std::any::type_name` spells it.
+    pub fn type_name(&self) -> &str {
+        self.type_name
+    }
+
+    /// The error's message, at most [`MAX_MESSAGE`](Self::MAX_MESSAGE)
+    /// bytes (empty when the error type has no `Display` that the breaker
+    /// can see).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for FailureCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.message.is_empty() {
+            f.write_str(self.type_name)
+        } else {
+            write!(f, "{} ({})", self.message, self.type_name)
+        }
+    }
+}
+
+/// A failure's message written into a fixed buffer on the stack: no
+/// allocation until the breaker opens on it.
+#[derive(Clone, Copy)]
+pub(crate) struct Note {
+    type_name: &'static str,
+    len: usize,
+    buf: [u8; FailureCause::MAX_MESSAGE],
+}
+
+impl Note {
+    /// The note of an error of type `E`, its message written by `message`.
+    pub(crate) fn new<E>(message: Option<&dyn fmt::Display>) -> Self {
+        let mut note = Note {
+            type_name: std::any::type_name::<E>(),
+            len: 0,
+            buf: [0; FailureCause::MAX_MESSAGE],
+        };
+        if let Some(m) = message {
+            // A full buffer stops the write with an error: the cut is meant.
+            let _ = write!(note, "{m}");
+        }
+        note
+    }
+
+    pub(crate) fn cause(&self) -> FailureCause {
+        let message = std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default();
+        FailureCause {
+            type_name: self.type_name,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Write for Note {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        for c in s.chars() {
+            let c = if c.is_control() { ' ' } else { c };
+            let mut utf8 = [0; 4];
+            let bytes = c.encode_utf8(&mut utf8).as_bytes();
+            if self.len + bytes.len() > self.buf.len() {
+                return Err(fmt::Error);
+            }
+            self.buf[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+            self.len += bytes.len();
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Note {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.cause().fmt(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_message_is_cut_at_a_character_boundary_and_loses_its_newlines() {
+        let long = format!("line one\nline two {}", "é".repeat(400));
+        let note = Note::new::<std::io::Error>(Some(&long));
+        let cause = note.cause();
+        assert!(cause.message().len() <= FailureCause::MAX_MESSAGE);
+        assert!(cause.message().len() > FailureCause::MAX_MESSAGE - 2);
+        assert!(cause.message().starts_with("line one line two é"));
+        assert_eq!(cause.type_name(), "std::io::error::Error");
+    }
+}
