@@ -37,7 +37,11 @@
 //! # Ok::<(), fusebox::config_file::FileError>(())
 //! ```
 //!
-//! `examples/ops.toml` is a documented example.
+//! `examples/ops.toml` is a documented example; `examples/trading.toml`
+//! documents the trading-aware settings (`ramp_up`, `maintenance_window`,
+//! `deadlines`, `probe_lead`, `short_circuit_in_maintenance`), with
+//! instants in RFC 3339 and, under the `calendar` feature, weekly windows
+//! and daily deadlines in a named time zone.
 
 mod duration;
 mod error;

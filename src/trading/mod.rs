@@ -13,6 +13,9 @@
 //!   capped so that a probe goes out at least a lead time before the next
 //!   one.
 //!
+//! A one-off window can also be declared on a running breaker
+//! ([`Breaker::declare_maintenance`](crate::Breaker::declare_maintenance)).
+//!
 //! Wall-clock time is used for scheduling only. It is read once, when the
 //! breaker is built ([`WallClock`]), and carried forward by the breaker's
 //! monotonic clock; every decision is taken on the monotonic clock.
