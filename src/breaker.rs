@@ -810,6 +810,46 @@ impl Breaker {
         self.manual(|m, now| m.reset(now, actor.into(), note.into()));
     }
 
+    /// Declares a one-off maintenance window on the running breaker, from
+    /// `start` (`None`: now) to `end`, as if it had been given to the builder
+    /// with [`MaintenanceWindow::once`]: failures inside it are neutral and
+    /// the snapshot shows it. Wall-clock instants are converted through the
+    /// breaker's one wall-clock reading, taken at build; "now" is that
+    /// reading carried forward by the breaker's clock. `actor` and `note`
+    /// say who declared it and why, in a warn log line. Returns the window's
+    /// start and end. Takes the lock once.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] for a window that ends before it starts or before
+    /// now, or one too many ([`MAX_WINDOWS`]); nothing changes.
+    ///
+    /// [`MaintenanceWindow::once`]: crate::trading::MaintenanceWindow::once
+    /// [`MAX_WINDOWS`]: crate::trading::MAX_WINDOWS
+    pub fn declare_maintenance(
+        &self,
+        start: Option<std::time::SystemTime>,
+        end: crate::trading::WindowEnd,
+        actor: &str,
+        note: &str,
+    ) -> Result<(std::time::SystemTime, std::time::SystemTime), ConfigError> {
+        let now = self.inner.time.now();
+        let window = {
+            let mut core = self.lock();
+            let window = core.machine.declare_maintenance(now, start, end)?;
+            let watch_from = core.machine.watch_from(now);
+            self.inner.watch_from.store(watch_from, Ordering::Relaxed);
+            window
+        };
+        log::warn!(
+            "breaker `{}`: {actor} declared maintenance from {:?} to {:?}: {note}",
+            self.inner.name,
+            window.0,
+            window.1
+        );
+        Ok(window)
+    }
+
     fn manual(&self, op: impl FnOnce(&mut Machine, u64) -> Transition) {
         let now = self.inner.time.now();
         {

@@ -269,6 +269,16 @@ impl Machine {
         self.recovering.watch_from(now)
     }
 
+    /// Adds a one-off maintenance window at `now` (`src/trading/declare.rs`).
+    pub(crate) fn declare_maintenance(
+        &mut self,
+        now: u64,
+        start: Option<std::time::SystemTime>,
+        end: crate::trading::WindowEnd,
+    ) -> Result<(std::time::SystemTime, std::time::SystemTime), crate::ConfigError> {
+        self.recovering.declare(now, start, end)
+    }
+
     /// Whether the slow-call clock must be read when a call starts.
     pub(crate) fn times_calls(&self) -> bool {
         self.slow_after.is_some() || self.latency.is_some()

@@ -588,3 +588,185 @@ fn a_flood_is_answered_or_shed_and_never_stops_the_trading_thread() {
     assert_eq!(registry.get("news").unwrap().snapshot().totals.failures, 0);
     assert_eq!(get(addr, "/health").status, 200);
 }
+
+/// `POST /breakers/{name}/maintenance`, on a breaker whose wall clock reads
+/// 2026-12-12T22:00:00Z at build and whose monotonic clock is a mock.
+mod maintenance {
+    use super::*;
+    use fusebox::trading::WallClock;
+    use std::time::SystemTime;
+
+    const PATH: &str = "/breakers/news/maintenance";
+    const TWO_HOURS: &str = r#"{"actor": "carol", "reason": "vendor migration", "duration": "2h"}"#;
+
+    fn start() -> (Registry, Admin, Arc<quanta::Mock>) {
+        let (clock, mock) = quanta::Clock::mock();
+        mock.increment(1_000 * SEC);
+        let wall = "2026-12-12T22:00:00Z".parse::<jiff::Timestamp>().unwrap();
+        let registry = Registry::new();
+        let vendor = BreakerConfig::builder()
+            .call_path(CallPath::AltData)
+            .classifier(Classifier::failures_of::<Outage>())
+            .consecutive_failure_threshold(2)
+            .open_duration(10 * SEC)
+            .jitter(0.0)
+            .clock(clock)
+            .wall_clock(WallClock::fixed(SystemTime::from(wall)))
+            .build()
+            .unwrap();
+        registry.add_template("vendor", vendor).unwrap();
+        registry.breaker("news", "vendor").unwrap();
+        let admin = Admin::start(&registry, config()).unwrap();
+        (registry, admin, mock)
+    }
+
+    fn unchanged(registry: &Registry) {
+        let snap = registry.get("news").unwrap().snapshot();
+        assert_eq!(snap.maintenance, None);
+        assert!(registry.audit().is_empty());
+    }
+
+    #[test]
+    fn a_declared_window_is_applied_audited_and_shown() {
+        let (registry, admin, mock) = start();
+        let addr = admin.addr();
+        let answer = post(addr, PATH, bearer(), TWO_HOURS);
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        let record = answer.json();
+        assert_eq!(record["action"], "maintenance");
+        assert_eq!(record["actor"], "carol");
+        assert_eq!(record["reason"], "vendor migration");
+        assert_eq!(record["maintenance_start"], "2026-12-12T22:00:00.000Z");
+        assert_eq!(record["maintenance_end"], "2026-12-13T00:00:00.000Z");
+        assert!(record["wall_time"].as_str().unwrap().ends_with('Z'));
+        let audit = registry.audit();
+        assert_eq!(audit.len(), 1);
+        assert_eq!(audit[0].actor.as_ref(), "carol");
+
+        let shown = get(addr, "/breakers/news").json();
+        assert_eq!(shown["state"], "closed");
+        assert_eq!(shown["status"], "maintenance");
+        assert_eq!(shown["maintenance_seconds_left"], 7200.0);
+        let trail = get(addr, "/audit").json();
+        assert_eq!(trail[0]["action"], "maintenance");
+
+        // An hour in, the window still holds.
+        mock.increment(3600 * SEC);
+        let shown = get(addr, "/breakers/news").json();
+        assert_eq!(shown["maintenance_seconds_left"], 3600.0);
+        // After it: closed, no maintenance.
+        mock.increment(3600 * SEC);
+        let shown = get(addr, "/breakers/news").json();
+        assert_eq!(shown["status"], "closed");
+        assert_eq!(shown["maintenance_seconds_left"], Value::Null);
+    }
+
+    #[test]
+    fn a_failure_inside_a_declared_window_leaves_the_counters_unchanged() {
+        let (registry, admin, mock) = start();
+        let news = registry.get("news").unwrap();
+        let before = news.snapshot();
+        assert_eq!(post(admin.addr(), PATH, bearer(), TWO_HOURS).status, 200);
+        mock.increment(60 * SEC);
+        for _ in 0..5 {
+            let _ = fail(&news);
+        }
+        let snap = news.snapshot();
+        assert_eq!(snap.state, State::Closed);
+        assert_eq!(snap.consecutive_failures, before.consecutive_failures);
+        assert_eq!(snap.totals.failures, before.totals.failures);
+        assert_eq!(snap.window_failures, before.window_failures);
+        assert_eq!(snap.trips, before.trips);
+        assert_eq!(snap.neutral_failures, 5);
+        // Once it has ended, two failures open the breaker again.
+        mock.increment(2 * 3600 * SEC);
+        trip(&news, 2);
+    }
+
+    #[test]
+    fn a_window_with_a_start_and_an_until_begins_at_its_start() {
+        let (registry, admin, mock) = start();
+        let body = r#"{"actor": "carol", "reason": "migration",
+            "start": "2026-12-12T23:00:00Z", "until": "2026-12-13T01:00:00+00:00"}"#;
+        let answer = post(admin.addr(), PATH, bearer(), body);
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        let news = registry.get("news").unwrap();
+        assert_eq!(news.snapshot().maintenance, None);
+        mock.increment(3600 * SEC);
+        assert_eq!(news.snapshot().maintenance, Some(2 * 3600 * SEC));
+    }
+
+    #[test]
+    fn a_bad_window_gets_400_and_changes_nothing() {
+        let (registry, admin, _mock) = start();
+        for (body, says) in [
+            (r#"{"actor": "c", "reason": "r"}"#, "exactly one of"),
+            (
+                r#"{"actor": "c", "reason": "r", "duration": "2h", "until": "2026-12-13T00:00:00Z"}"#,
+                "exactly one of",
+            ),
+            (
+                r#"{"actor": "c", "reason": "r", "duration": "soon"}"#,
+                "`duration`",
+            ),
+            (
+                r#"{"actor": "c", "reason": "r", "duration": "0s"}"#,
+                "longer than zero",
+            ),
+            (
+                r#"{"actor": "c", "reason": "r", "until": "tomorrow"}"#,
+                "RFC 3339",
+            ),
+            (
+                r#"{"actor": "c", "reason": "r", "until": "2026-12-12T21:00:00Z"}"#,
+                "must end after it starts",
+            ),
+            (
+                r#"{"actor": "c", "reason": "r", "start": "2026-12-12T20:00:00Z", "until": "2026-12-12T21:00:00Z"}"#,
+                "must end after now",
+            ),
+            (
+                r#"{"actor": "c", "reason": "r", "start": "now", "duration": "1h"}"#,
+                "`start`",
+            ),
+            (
+                r#"{"actor": " ", "reason": "r", "duration": "1h"}"#,
+                "`actor`",
+            ),
+            (
+                r#"{"actor": "c", "reason": "r", "duration": "1h", "expires_after": "1h"}"#,
+                "unknown field",
+            ),
+            (
+                r#"{"actor": "c", "duration": "1h"}"#,
+                "missing field `reason`",
+            ),
+        ] {
+            let answer = post(admin.addr(), PATH, bearer(), body);
+            assert_eq!(answer.status, 400, "{body}: {}", answer.body);
+            assert!(
+                answer.body.contains(says),
+                "{says:?} not in {}",
+                answer.body
+            );
+        }
+        unchanged(&registry);
+    }
+
+    #[test]
+    fn a_missing_token_gets_401_an_unknown_breaker_404_and_nothing_changes() {
+        let (registry, admin, _mock) = start();
+        let addr = admin.addr();
+        for auth in [None, Some("Bearer wrong-token-0123456789abcd")] {
+            assert_eq!(post(addr, PATH, auth, TWO_HOURS).status, 401);
+            assert_eq!(
+                post(addr, "/breakers/nope/maintenance", auth, TWO_HOURS).status,
+                401
+            );
+        }
+        let answer = post(addr, "/breakers/nope/maintenance", bearer(), TWO_HOURS);
+        assert_eq!(answer.status, 404);
+        assert_eq!(get(addr, PATH).status, 405);
+        unchanged(&registry);
+    }
+}

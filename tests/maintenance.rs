@@ -227,3 +227,110 @@ mod weekly {
         assert!(err.to_string().contains("America/Nowhere"), "{err}");
     }
 }
+
+mod declared {
+    use super::*;
+    use fusebox::trading::{WindowEnd, MAX_WINDOWS};
+    use fusebox::ConfigError;
+
+    #[test]
+    fn a_window_declared_on_a_breaker_without_a_schedule_makes_failures_neutral() {
+        let (builder, mock) = quiet("corporate-actions");
+        let b = builder
+            .consecutive_failure_threshold(2)
+            .open_duration(60 * SEC)
+            .wall_clock(WallClock::fixed(t0()))
+            .build()
+            .unwrap();
+        mock.increment(5 * SEC);
+        let window = b
+            .declare_maintenance(None, WindowEnd::After(30 * SEC), "carol", "migration")
+            .unwrap();
+        // Now is the build-time reading carried forward by the breaker's clock.
+        assert_eq!(window, (t0() + 5 * SEC, t0() + 35 * SEC));
+        for _ in 0..5 {
+            fail(&b).unwrap_err();
+        }
+        let snap = b.snapshot();
+        assert_eq!(snap.state, State::Closed);
+        assert_eq!(snap.totals.failures, 0);
+        assert_eq!(snap.neutral_failures, 5);
+        assert_eq!(snap.maintenance, Some(30 * SEC));
+        mock.increment(30 * SEC);
+        assert_eq!(b.snapshot().maintenance, None);
+        fail(&b).unwrap_err();
+        fail(&b).unwrap_err();
+        assert_eq!(b.state(), State::Open);
+    }
+
+    #[test]
+    fn a_declared_window_short_circuits_calls_on_a_breaker_that_does_so() {
+        // The configured window is 10 s to 20 s; the declared one 30 s to 40 s.
+        let (b, mock) = with_window(|b| b.short_circuit_in_maintenance(true));
+        mock.increment(25 * SEC);
+        succeed(&b).unwrap();
+        b.declare_maintenance(
+            Some(t0() + 30 * SEC),
+            WindowEnd::At(t0() + 40 * SEC),
+            "carol",
+            "migration",
+        )
+        .unwrap();
+        succeed(&b).unwrap();
+        mock.increment(5 * SEC);
+        let refused = succeed(&b).unwrap_err();
+        assert_eq!(refused.rejected().unwrap().retry_after(), Some(10 * SEC));
+        mock.increment(10 * SEC);
+        succeed(&b).unwrap();
+    }
+
+    #[test]
+    fn a_window_that_ends_before_it_starts_or_before_now_is_refused() {
+        let (b, mock) = with_window(|b| b);
+        mock.increment(30 * SEC);
+        for (start, end) in [
+            (None, WindowEnd::After(Duration::ZERO)),
+            (None, WindowEnd::At(t0())),
+            (Some(t0() + 40 * SEC), WindowEnd::At(t0() + 35 * SEC)),
+            (Some(t0()), WindowEnd::At(t0() + 20 * SEC)),
+            (None, WindowEnd::After(Duration::MAX)),
+        ] {
+            let err = b.declare_maintenance(start, end, "carol", "x").unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    ConfigError::Invalid {
+                        field: "maintenance_window",
+                        ..
+                    }
+                ),
+                "{err}"
+            );
+        }
+        assert_eq!(b.snapshot().maintenance, None);
+    }
+
+    #[test]
+    fn windows_that_have_ended_make_room_for_new_ones() {
+        let (b, mock) = with_window(|b| b);
+        // The configured window (to 20 s) is still ahead: it holds a place.
+        for i in 0..MAX_WINDOWS as u32 - 1 {
+            b.declare_maintenance(
+                Some(t0() + (100 + i) * SEC),
+                WindowEnd::After(SEC),
+                "carol",
+                "x",
+            )
+            .unwrap();
+        }
+        let far = Some(t0() + 10_000 * SEC);
+        let err = b
+            .declare_maintenance(far, WindowEnd::After(SEC), "carol", "x")
+            .unwrap_err();
+        assert!(err.to_string().contains("at most 64"), "{err}");
+        // Once the first windows have ended, there is room again.
+        mock.increment(110 * SEC);
+        b.declare_maintenance(far, WindowEnd::After(SEC), "carol", "x")
+            .unwrap();
+    }
+}

@@ -13,6 +13,11 @@ pub(crate) struct BreakerJson {
     name: String,
     call_path: String,
     state: &'static str,
+    /// `maintenance` inside a maintenance window, else the state.
+    status: &'static str,
+    /// Time left in the maintenance window, inside one.
+    maintenance_seconds_left: Option<f64>,
+    neutral_failures: u64,
     critical: bool,
     consecutive_failures: u32,
     window_calls: u64,
@@ -88,6 +93,9 @@ impl BreakerJson {
             name: snap.name.to_string(),
             call_path: breaker.call_path().as_str().to_owned(),
             state: snap.state.as_str(),
+            status: snap.status(),
+            maintenance_seconds_left: snap.maintenance.map(|d| d.as_secs_f64()),
+            neutral_failures: snap.neutral_failures,
             critical,
             consecutive_failures: snap.consecutive_failures,
             window_calls: snap.window_calls,
@@ -132,6 +140,9 @@ pub(crate) struct AuditJson {
     actor: String,
     reason: String,
     expires_after_seconds: Option<f64>,
+    /// A declared maintenance window's start and end, RFC 3339, UTC.
+    maintenance_start: Option<String>,
+    maintenance_end: Option<String>,
     /// RFC 3339, UTC.
     wall_time: String,
 }
@@ -145,6 +156,8 @@ impl AuditJson {
             actor: r.actor.to_string(),
             reason: r.reason.to_string(),
             expires_after_seconds: r.expires_after.map(|d| d.as_secs_f64()),
+            maintenance_start: r.window.map(|(start, _)| rfc3339(start)),
+            maintenance_end: r.window.map(|(_, end)| rfc3339(end)),
             wall_time: rfc3339(r.wall_time),
         }
     }

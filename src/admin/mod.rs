@@ -12,6 +12,7 @@
 //! | `POST /breakers/{name}/force-open` | forces it open; the body is `{"actor": "...", "reason": "...", "expires_after": "30m"}` (`expires_after` optional) |
 //! | `POST /breakers/{name}/force-closed` | forces it closed; same body |
 //! | `POST /breakers/{name}/reset` | returns it to normal operation; the body without `expires_after` |
+//! | `POST /breakers/{name}/maintenance` | declares a one-off maintenance window: `{"actor": "...", "reason": "...", "duration": "2h"}`, or `"until"` (RFC 3339) instead of `duration`, and an optional `"start"` (RFC 3339; default now); audited like an override |
 //!
 //! A mutation without the right `Authorization: Bearer <token>` gets 401, an
 //! unknown breaker 404, a malformed body 400 and a body over the limit 413;

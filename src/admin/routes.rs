@@ -7,7 +7,9 @@ use super::http::{Conn, Head, ReadError, Reply};
 use super::json::{AuditJson, BreakerJson};
 use super::Shared;
 use crate::registry::duration::parse as parse_duration;
-use crate::registry::{Action, Override};
+use crate::registry::{Action, Override, RegistryError};
+use crate::trading::WindowEnd;
+use std::time::SystemTime;
 
 /// The most bytes allowed in an override's actor or reason.
 const MAX_TEXT: usize = 512;
@@ -20,6 +22,23 @@ struct OverrideBody {
     /// A duration such as "30m", after which a forced state ends by itself.
     #[serde(default)]
     expires_after: Option<String>,
+}
+
+/// A maintenance window declared by `POST /breakers/{name}/maintenance`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MaintenanceBody {
+    actor: String,
+    reason: String,
+    /// RFC 3339; now if left out.
+    #[serde(default)]
+    start: Option<String>,
+    /// A duration such as "2h"; this or `until`.
+    #[serde(default)]
+    duration: Option<String>,
+    /// RFC 3339; this or `duration`.
+    #[serde(default)]
+    until: Option<String>,
 }
 
 /// Answers one request. The body, if any, is read only once the request is
@@ -109,6 +128,7 @@ fn action_of(segment: &str) -> Option<Action> {
         "force-open" => Some(Action::ForceOpen),
         "force-closed" => Some(Action::ForceClosed),
         "reset" => Some(Action::Reset),
+        "maintenance" => Some(Action::Maintenance),
         _ => None,
     }
 }
@@ -135,17 +155,15 @@ fn mutate(shared: &Shared, head: &Head, conn: &mut Conn, name: &str, action: Act
         Err(ReadError::Refuse(status, why)) => return Reply::error(status, why),
         Err(ReadError::Gone) => return Reply::error(400, "the body did not arrive in time"),
     };
+    if action == Action::Maintenance {
+        return declare(shared, name, &body);
+    }
     let request: OverrideBody = match serde_json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => return Reply::error(400, &format!("malformed body: {e}")),
     };
-    for (field, text) in [("actor", &request.actor), ("reason", &request.reason)] {
-        if text.trim().is_empty() || text.len() > MAX_TEXT {
-            return Reply::error(
-                400,
-                &format!("`{field}` must be 1 to {MAX_TEXT} bytes, not blank"),
-            );
-        }
+    if let Some(refused) = check_text(&request.actor, &request.reason) {
+        return refused;
     }
     let expiry = match (&request.expires_after, action) {
         (None, _) => None,
@@ -165,13 +183,71 @@ fn mutate(shared: &Shared, head: &Head, conn: &mut Conn, name: &str, action: Act
     let result = match action {
         Action::ForceOpen => shared.registry.force_open(name, &request),
         Action::ForceClosed => shared.registry.force_closed(name, &request),
-        Action::Reset => shared.registry.reset(name, &request),
+        _ => shared.registry.reset(name, &request),
     };
     match result {
         Ok(record) => json(200, &AuditJson::new(&record)),
         // Unregistered in between: nothing was changed.
         Err(_) => Reply::error(404, "no such breaker"),
     }
+}
+
+/// A 400 for an actor or reason that is blank or too long.
+fn check_text(actor: &str, reason: &str) -> Option<Reply> {
+    for (field, text) in [("actor", actor), ("reason", reason)] {
+        if text.trim().is_empty() || text.len() > MAX_TEXT {
+            return Some(Reply::error(
+                400,
+                &format!("`{field}` must be 1 to {MAX_TEXT} bytes, not blank"),
+            ));
+        }
+    }
+    None
+}
+
+/// `POST /breakers/{name}/maintenance`: a one-off window from `start` (or
+/// now) for `duration` or `until`.
+fn declare(shared: &Shared, name: &str, body: &[u8]) -> Reply {
+    let request: MaintenanceBody = match serde_json::from_slice(body) {
+        Ok(r) => r,
+        Err(e) => return Reply::error(400, &format!("malformed body: {e}")),
+    };
+    if let Some(refused) = check_text(&request.actor, &request.reason) {
+        return refused;
+    }
+    let start = match request.start.as_deref().map(rfc3339) {
+        None => None,
+        Some(Ok(t)) => Some(t),
+        Some(Err(why)) => return Reply::error(400, &format!("`start`: {why}")),
+    };
+    let end = match (&request.duration, &request.until) {
+        (Some(text), None) => match parse_duration(text) {
+            Ok(d) => WindowEnd::After(d),
+            Err(why) => return Reply::error(400, &format!("`duration`: {why}")),
+        },
+        (None, Some(text)) => match rfc3339(text) {
+            Ok(t) => WindowEnd::At(t),
+            Err(why) => return Reply::error(400, &format!("`until`: {why}")),
+        },
+        _ => return Reply::error(400, "give exactly one of `duration` and `until`"),
+    };
+    let request = Override::new(request.actor, request.reason);
+    match shared
+        .registry
+        .declare_maintenance(name, &request, start, end)
+    {
+        Ok(record) => json(200, &AuditJson::new(&record)),
+        Err(RegistryError::Config { source, .. }) => Reply::error(400, &source.to_string()),
+        // Unregistered in between: nothing was changed.
+        Err(_) => Reply::error(404, "no such breaker"),
+    }
+}
+
+/// An RFC 3339 instant, such as `2026-12-06T07:00:00Z`.
+fn rfc3339(text: &str) -> Result<SystemTime, String> {
+    text.parse::<jiff::Timestamp>()
+        .map(SystemTime::from)
+        .map_err(|e| format!("not an RFC 3339 instant such as 2026-12-06T07:00:00Z ({e})"))
 }
 
 fn json<T: serde::Serialize>(status: u16, value: &T) -> Reply {

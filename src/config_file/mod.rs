@@ -37,10 +37,15 @@
 //! # Ok::<(), fusebox::config_file::FileError>(())
 //! ```
 //!
-//! `examples/ops.toml` is a documented example.
+//! `examples/ops.toml` is a documented example; `examples/trading.toml`
+//! documents the trading-aware settings (`ramp_up`, `maintenance_window`,
+//! `deadlines`, `probe_lead`, `short_circuit_in_maintenance`), with
+//! instants in RFC 3339 and, under the `calendar` feature, weekly windows
+//! and daily deadlines in a named time zone.
 
 mod duration;
 mod error;
+mod trading;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -51,6 +56,7 @@ use serde::Deserialize;
 pub use error::FileError;
 
 use crate::registry::{Registry, RegistryError};
+use crate::trading::WallClock;
 use crate::{BreakerBuilder, BreakerConfig, CallPath, Classifier, ConfigError, LatencyTrip};
 use duration::{Human, OrOff};
 
@@ -95,6 +101,13 @@ struct Settings {
     max_probe_duration: Option<Human>,
     flapping_trips: Option<OrOff<u32>>,
     flapping_window: Option<Human>,
+    ramp_up: Option<trading::Ramp>,
+    /// Added to the template's windows, if any.
+    maintenance_window: Option<Vec<trading::Window>>,
+    short_circuit_in_maintenance: Option<bool>,
+    /// Added to the template's deadlines, if any.
+    deadlines: Option<Vec<trading::Deadline>>,
+    probe_lead: Option<Human>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -115,6 +128,7 @@ struct Latency {
 pub struct Loader {
     classifiers: HashMap<String, Classifier>,
     clock: Option<quanta::Clock>,
+    wall_clock: Option<WallClock>,
 }
 
 impl fmt::Debug for Loader {
@@ -140,6 +154,13 @@ impl Loader {
     /// Gives every template this clock (`quanta::Clock::mock()` in tests).
     pub fn clock(mut self, clock: quanta::Clock) -> Self {
         self.clock = Some(clock);
+        self
+    }
+
+    /// Gives every template this wall clock, which maintenance windows and
+    /// deadlines are scheduled by (`WallClock::fixed` in tests).
+    pub fn wall_clock(mut self, clock: WallClock) -> Self {
+        self.wall_clock = Some(clock);
         self
     }
 
@@ -205,6 +226,9 @@ impl Loader {
             let mut builder = BreakerConfig::builder();
             if let Some(clock) = &self.clock {
                 builder = builder.clock(clock.clone());
+            }
+            if let Some(clock) = &self.wall_clock {
+                builder = builder.wall_clock(clock.clone());
             }
             let config = self
                 .apply(&entry, settings, builder)?
@@ -335,6 +359,25 @@ impl Loader {
         if let Some(Human(d)) = s.flapping_window {
             b = b.flapping_window(d);
         }
+        let config = |source| FileError::Config {
+            entry: entry.to_owned(),
+            source,
+        };
+        if let Some(r) = &s.ramp_up {
+            b = b.ramp_up(r.ramp());
+        }
+        for w in s.maintenance_window.iter().flatten() {
+            b = b.maintenance_window(w.window().map_err(config)?);
+        }
+        if let Some(yes) = s.short_circuit_in_maintenance {
+            b = b.short_circuit_in_maintenance(yes);
+        }
+        for d in s.deadlines.iter().flatten() {
+            b = b.deadlines(d.deadlines().map_err(config)?);
+        }
+        if let Some(Human(d)) = s.probe_lead {
+            b = b.probe_lead(d);
+        }
         Ok(b)
     }
 }
@@ -366,6 +409,11 @@ impl Settings {
             max_probe_duration,
             flapping_trips,
             flapping_window,
+            ramp_up,
+            maintenance_window,
+            short_circuit_in_maintenance,
+            deadlines,
+            probe_lead,
         } = self;
         call_path.is_some()
             || classifier.is_some()
@@ -387,6 +435,11 @@ impl Settings {
             || max_probe_duration.is_some()
             || flapping_trips.is_some()
             || flapping_window.is_some()
+            || ramp_up.is_some()
+            || maintenance_window.is_some()
+            || short_circuit_in_maintenance.is_some()
+            || deadlines.is_some()
+            || probe_lead.is_some()
     }
 }
 

@@ -16,6 +16,9 @@ pub enum Action {
     ForceClosed,
     /// Returned it to normal operation, closed, with its counters cleared.
     Reset,
+    /// Declared a one-off maintenance window: failures inside it are
+    /// neutral (see [`AuditRecord::window`]).
+    Maintenance,
 }
 
 impl Action {
@@ -25,6 +28,7 @@ impl Action {
             Action::ForceOpen => "force-open",
             Action::ForceClosed => "force-closed",
             Action::Reset => "reset",
+            Action::Maintenance => "maintenance",
         }
     }
 }
@@ -52,6 +56,9 @@ pub struct AuditRecord {
     /// How long the override lasts before the breaker returns to normal
     /// operation by itself; `None` for until the next override.
     pub expires_after: Option<Duration>,
+    /// For [`Action::Maintenance`], the window declared: its start and end
+    /// on the breaker's wall clock.
+    pub window: Option<(SystemTime, SystemTime)>,
     /// When, on the wall clock (for people and other systems' logs).
     pub wall_time: SystemTime,
     /// When, on the breaker's monotonic clock (for ordering and intervals).
@@ -69,12 +76,16 @@ impl fmt::Display for AuditRecord {
                 Action::ForceOpen => "forced open",
                 Action::ForceClosed => "forced closed",
                 Action::Reset => "reset",
+                Action::Maintenance => "declared maintenance of",
             },
             self.breaker,
             self.reason
         )?;
         if let Some(d) = self.expires_after {
             write!(f, " (expires after {d:?})")?;
+        }
+        if let Some((start, end)) = self.window {
+            write!(f, " (from {start:?} to {end:?})")?;
         }
         Ok(())
     }

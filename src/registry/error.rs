@@ -35,7 +35,8 @@ pub enum RegistryError {
         /// Where the refused one would have come from.
         requested: String,
     },
-    /// Building the breaker failed.
+    /// Building the breaker failed, or a maintenance window declared on it
+    /// broke a rule.
     #[error("breaker `{name}`: {source}")]
     Config {
         /// The breaker's name.

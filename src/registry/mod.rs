@@ -44,6 +44,7 @@ use parking_lot::{Mutex, RwLock};
 pub use audit::{Action, AuditRecord};
 pub use error::RegistryError;
 
+use crate::trading::WindowEnd;
 use crate::{Breaker, BreakerConfig, Snapshot};
 use audit::Trail;
 
@@ -414,6 +415,50 @@ impl Registry {
         self.apply(name, Action::Reset, request)
     }
 
+    /// Declares a one-off maintenance window on the breaker called `name`,
+    /// from `start` (`None`: now) to `end` (see
+    /// [`Breaker::declare_maintenance`]), and records who asked and why in
+    /// the audit trail, like an override.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::UnknownBreaker`], or [`RegistryError::Config`] for a
+    /// window the breaker refuses; nothing changes.
+    pub fn declare_maintenance(
+        &self,
+        name: &str,
+        request: &Override,
+        start: Option<SystemTime>,
+        end: WindowEnd,
+    ) -> Result<AuditRecord, RegistryError> {
+        let breaker = self
+            .get(name)
+            .ok_or_else(|| RegistryError::UnknownBreaker {
+                name: name.to_owned(),
+            })?;
+        let wall_time = SystemTime::now();
+        let window = breaker
+            .declare_maintenance(start, end, &request.actor, &request.reason)
+            .map_err(|source| RegistryError::Config {
+                name: name.to_owned(),
+                source,
+            })?;
+        let mut trail = self.inner.trail.lock();
+        let record = AuditRecord {
+            seq: trail.next_seq(),
+            breaker: Arc::from(breaker.name()),
+            action: Action::Maintenance,
+            actor: Arc::clone(&request.actor),
+            reason: Arc::clone(&request.reason),
+            expires_after: None,
+            window: Some(window),
+            wall_time,
+            at: quanta::Instant::now(),
+        };
+        trail.push(record.clone());
+        Ok(record)
+    }
+
     fn apply(
         &self,
         name: &str,
@@ -437,6 +482,8 @@ impl Registry {
             (Action::ForceClosed, None) => breaker.force_closed(actor, reason),
             (Action::ForceClosed, Some(d)) => breaker.force_closed_for(actor, reason, d),
             (Action::Reset, _) => breaker.reset(actor, reason),
+            // Declared through `declare_maintenance`, never applied here.
+            (Action::Maintenance, _) => {}
         }
         // The override's own instant on the breaker's clock, as its state
         // change recorded it.
@@ -454,6 +501,7 @@ impl Registry {
                 actor: Arc::clone(&request.actor),
                 reason: Arc::clone(&request.reason),
                 expires_after,
+                window: None,
                 wall_time,
                 at,
             };

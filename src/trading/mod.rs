@@ -13,6 +13,9 @@
 //!   capped so that a probe goes out at least a lead time before the next
 //!   one.
 //!
+//! A one-off window can also be declared on a running breaker
+//! ([`Breaker::declare_maintenance`](crate::Breaker::declare_maintenance)).
+//!
 //! Wall-clock time is used for scheduling only. It is read once, when the
 //! breaker is built ([`WallClock`]), and carried forward by the breaker's
 //! monotonic clock; every decision is taken on the monotonic clock.
@@ -22,6 +25,7 @@
 
 #[cfg(feature = "calendar")]
 mod calendar;
+mod declare;
 pub(crate) mod probe;
 mod schedule;
 
@@ -29,6 +33,7 @@ use std::time::{Duration, SystemTime};
 
 #[cfg(feature = "calendar")]
 pub use calendar::MONDAY_TO_FRIDAY;
+pub use declare::{WindowEnd, MAX_WINDOWS};
 /// The `jiff` crate, whose civil times, dates, weekdays and zones the
 /// calendar takes.
 #[cfg(feature = "calendar")]
@@ -78,16 +83,14 @@ impl Recovery {
         !self.windows.is_empty() || !self.deadlines.is_empty()
     }
 
-    /// Reads the wall clock, once, as the monotonic instant `mono`, if any
-    /// window or deadline needs it.
+    /// Reads the wall clock, once, as the monotonic instant `mono`: for the
+    /// windows and deadlines given, and for windows declared later.
     pub(crate) fn anchor(&mut self, mono: u64) {
-        if self.has_schedule() {
-            let wall = self
-                .wall_clock
-                .as_ref()
-                .map_or_else(SystemTime::now, |c| (c.0)());
-            self.anchor = Some(Anchor { wall, mono });
-        }
+        let wall = self
+            .wall_clock
+            .as_ref()
+            .map_or_else(SystemTime::now, |c| (c.0)());
+        self.anchor = Some(Anchor { wall, mono });
     }
 
     /// Whether calls must be checked against the maintenance windows when
@@ -240,6 +243,8 @@ pub(crate) struct Recovering {
     ramp: Option<RampUp>,
     ramping: Option<Ramping>,
     plan: Option<Plan>,
+    /// The wall-clock reading taken at build, for windows declared later.
+    anchor: Option<Anchor>,
     short_circuit: bool,
     neutral: u64,
     /// Whether only the health-probe thread probes.
@@ -251,12 +256,13 @@ impl Recovering {
         Recovering {
             ramp: r.ramp,
             ramping: None,
-            plan: r.anchor.map(|anchor| Plan {
+            plan: r.anchor.filter(|_| r.has_schedule()).map(|anchor| Plan {
                 anchor,
                 windows: r.windows.clone(),
                 deadlines: r.deadlines.clone(),
                 lead: r.lead.as_nanos().min(u128::from(u64::MAX >> 2)) as u64,
             }),
+            anchor: r.anchor,
             short_circuit: r.short_circuit,
             neutral: 0,
             background: r.probe.is_some(),
