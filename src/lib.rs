@@ -159,6 +159,8 @@ pub mod config_file;
 mod counter;
 mod error;
 mod events;
+#[cfg(feature = "redis")]
+pub mod fleet;
 mod gate;
 #[cfg(feature = "http")]
 pub mod http;
