@@ -282,3 +282,56 @@ fn a_second_breaker_of_the_same_name_cannot_join_one_fleet() {
     let err = f.join(&vendor()).unwrap_err();
     assert_eq!(err.field(), "breaker");
 }
+
+#[test]
+fn a_hung_redis_never_stalls_a_caller_and_counts_as_one_outage() {
+    let redis = RedisServer::start();
+    // One agent that would wait a minute for Redis, one that gives up
+    // after 50 ms.
+    let patient = fleet(&redis, "hung").timeout(60 * SEC).build().unwrap();
+    let brisk = fleet(&redis, "hung").timeout(50 * MS).build().unwrap();
+    let (a, b) = (vendor(), vendor());
+    patient.join(&a).unwrap();
+    brisk.join(&b).unwrap();
+    wait_for("both agents to connect", || {
+        connected(&patient) && connected(&brisk)
+    });
+
+    redis.pause();
+    // Every kind of call, on a trading thread, while the patient agent is
+    // stuck on Redis: had any of them waited on Redis, it would still be
+    // waiting a minute from now.
+    let (done, finished) = crossbeam_channel::bounded(1);
+    let caller = {
+        let a = a.clone();
+        std::thread::spawn(move || {
+            for _ in 0..1_000 {
+                succeed(&a).unwrap();
+            }
+            assert!(fail(&a).unwrap_err().rejected().is_none(), "a failure");
+            for _ in 0..1_000 {
+                assert!(succeed(&a).unwrap_err().rejected().is_some(), "a refusal");
+            }
+            done.send(()).unwrap();
+        })
+    };
+    finished
+        .recv_timeout(PATIENCE)
+        .expect("calls finished while Redis hung");
+    caller.join().unwrap();
+    assert_eq!(a.snapshot().totals.short_circuits, 1_000);
+
+    let down = wait_for("the brisk agent to give up on Redis", || {
+        brisk.snapshot().outages == 1
+    });
+    println!("outage seen after {down:?}");
+    assert!(!brisk.snapshot().connected);
+    assert!(patient.snapshot().connected, "still waiting on its answer");
+
+    redis.resume();
+    wait_for("the brisk agent to reconnect", || {
+        brisk.snapshot().connected
+    });
+    wait_for("A's trip to reach B", || b.state() == State::Open);
+    assert_eq!(brisk.snapshot().outages, 1);
+}

@@ -45,6 +45,28 @@ impl RedisServer {
         }
     }
 
+    /// Stops the server (SIGSTOP) without closing its connections: it
+    /// accepts and answers nothing until [`resume`](Self::resume), as a
+    /// hung or very slow Redis would.
+    pub fn pause(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// Lets a paused server go on (SIGCONT).
+    pub fn resume(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    fn signal(&self, sig: libc::c_int) {
+        let pid = self.child.as_ref().expect("the server runs").id();
+        // SAFETY: kill(2) takes no pointers; the pid is our own child.
+        assert_eq!(
+            unsafe { libc::kill(pid as libc::pid_t, sig) },
+            0,
+            "signal redis-server"
+        );
+    }
+
     /// Starts the server again on the same port, empty.
     pub fn restart(&mut self) {
         self.kill();
