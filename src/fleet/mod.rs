@@ -59,6 +59,11 @@ use agent::{Agent, Control};
 use member::Member;
 use snapshot::Stats;
 
+/// The Rust example of `docs/fleet.md`, compiled as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/fleet.md")]
+pub struct FleetGuideDoctests;
+
 /// How many state changes a joined breaker may queue for the agent.
 const CHANGES_CAPACITY: usize = 256;
 
