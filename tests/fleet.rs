@@ -91,7 +91,9 @@ fn a_trip_in_one_process_opens_the_breaker_in_the_other_through_pub_sub() {
     assert_eq!(change.reason, Reason::Fleet);
     let refused = succeed(&b).unwrap_err();
     assert_eq!(refused.rejected().expect("refused").state(), State::Open);
-    wait_for("A's agent to count its write", || fa.snapshot().published == 1);
+    wait_for("A's agent to count its write", || {
+        fa.snapshot().published == 1
+    });
     assert!(fb.snapshot().messages >= 1);
 }
 
@@ -243,7 +245,9 @@ fn calls_run_on_local_state_while_redis_is_down_and_sharing_resumes_when_it_retu
     assert_eq!(b.snapshot().last_transition.unwrap().reason, Reason::Fleet);
     // A's agent counts its write when the answer comes back, which may be
     // after B has heard of it.
-    wait_for("A's agent to count its write", || fa.snapshot().published == 1);
+    wait_for("A's agent to count its write", || {
+        fa.snapshot().published == 1
+    });
     let s: FleetSnapshot = fa.snapshot();
     assert_eq!((s.outages, s.published), (1, 1));
 }

@@ -48,6 +48,8 @@ pub(crate) struct Member {
     changes: Subscription,
     /// The `seq` of the last change the agent knows of.
     seen: u64,
+    /// The subscription's count of dropped changes, when last looked at.
+    dropped: u64,
     /// The probe lease this agent holds for the breaker, if any.
     token: Option<String>,
     /// Whether the local breaker was let probe under `token`.
@@ -66,6 +68,7 @@ impl Member {
             keys,
             changes,
             seen: 0,
+            dropped: 0,
             token: None,
             released: false,
             next_sync: Instant::now(),
@@ -105,6 +108,13 @@ impl Member {
     /// Turns the local changes since the last tick into writes, and queues
     /// a read when one is due.
     pub(crate) fn collect(&mut self, now: Instant) {
+        if self.changes.dropped() != self.dropped {
+            // The agent fell behind and lost changes: start from what the
+            // breaker is now.
+            self.dropped = self.changes.dropped();
+            self.resync();
+            return;
+        }
         while let Some(change) = self.changes.try_recv() {
             self.seen = self.seen.max(change.seq);
             if let Some(op) = self.op_for(&change) {

@@ -181,3 +181,23 @@ pub(crate) fn load(con: &mut redis::Connection) -> RedisResult<[String; 4]> {
         load(con, &d)?,
     ])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_of_a_breaker_carries_its_hash_tag() {
+        let k = Keys::new("prod", "corporate-actions");
+        assert_eq!(k.state, "{prod:corporate-actions}:state");
+        assert_eq!(k.lease, "{prod:corporate-actions}:lease");
+    }
+
+    #[test]
+    fn a_lease_token_names_its_period_and_holder() {
+        assert_eq!(lease_of("7:3:123-0-ab", "123-0-ab"), Some(7));
+        assert_eq!(lease_of("7:3:123-0-ab", "123-1-ab"), None);
+        assert_eq!(lease_of("x:3:123-0-ab", "123-0-ab"), None);
+        assert_eq!(lease_of("", "123-0-ab"), None);
+    }
+}
