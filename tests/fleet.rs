@@ -342,3 +342,68 @@ fn a_hung_redis_never_stalls_a_caller_and_counts_as_one_outage() {
     wait_for("A's trip to reach B", || b.state() == State::Open);
     assert_eq!(brisk.snapshot().outages, 1);
 }
+
+#[test]
+fn a_hundred_races_of_twenty_agents_each_issue_exactly_one_lease() {
+    const AGENTS: usize = 20;
+    const RACES: usize = 100;
+    let redis = RedisServer::start();
+    let fleets: Vec<Fleet> = (0..AGENTS)
+        .map(|_| fleet(&redis, "races").refresh(100 * MS).build().unwrap())
+        .collect();
+    // One breaker per race and agent: race `r` is breaker `vendor-r`.
+    let breakers: Vec<Vec<Breaker>> = fleets
+        .iter()
+        .map(|f| {
+            (0..RACES)
+                .map(|r| {
+                    let (b, _mock) = quiet(&format!("vendor-{r}"));
+                    let b = b
+                        .consecutive_failure_threshold(1)
+                        .open_duration(300 * MS)
+                        .max_probe_duration(60 * SEC)
+                        .build()
+                        .unwrap();
+                    f.join(&b).unwrap();
+                    b
+                })
+                .collect()
+        })
+        .collect();
+    wait_for("every agent to connect", || fleets.iter().all(connected));
+
+    for b in &breakers[0] {
+        assert!(fail(b).is_err());
+    }
+    wait_for("every breaker of every agent to open", || {
+        breakers.iter().flatten().all(|b| b.state() == State::Open)
+    });
+    let mut con = redis_conn(&redis);
+    let mut issued = |r: usize| -> Option<u64> {
+        redis::cmd("HGET")
+            .arg(format!("{{races:vendor-{r}}}:state"))
+            .arg("leases")
+            .query(&mut con)
+            .unwrap()
+    };
+    wait_for("every race to issue a lease", || {
+        (0..RACES).all(|r| issued(r).is_some())
+    });
+    // Each agent makes twice as many reads more as it has breakers (each
+    // breaker is read at least once per refresh): every agent has had its
+    // chance in the races.
+    let reads: Vec<u64> = fleets.iter().map(|f| f.snapshot().reads).collect();
+    wait_for("every agent to read every breaker twice more", || {
+        fleets
+            .iter()
+            .zip(&reads)
+            .all(|(f, r)| f.snapshot().reads >= r + 2 * RACES as u64)
+    });
+    for r in 0..RACES {
+        assert_eq!(issued(r), Some(1), "race {r}");
+        let permitting = breakers.iter().filter(|bs| bs[r].would_permit()).count();
+        assert_eq!(permitting, 1, "race {r}: one agent lets a call probe");
+    }
+    let won: u64 = fleets.iter().map(|f| f.snapshot().leases_won).sum();
+    assert_eq!(won, RACES as u64);
+}
