@@ -25,10 +25,18 @@ pub struct RedisServer {
 impl RedisServer {
     /// Starts one on a free loopback port and waits until it answers PING.
     pub fn start() -> RedisServer {
-        let port = free_port();
-        let mut server = RedisServer { port, child: None };
-        server.restart();
-        server
+        // Another process may take the free port before the server binds
+        // it; then the server exits, and another port is tried.
+        for _ in 0..5 {
+            let mut server = RedisServer {
+                port: free_port(),
+                child: None,
+            };
+            if server.launch() {
+                return server;
+            }
+        }
+        panic!("redis-server exited at start on five free ports in a row");
     }
 
     /// `redis://127.0.0.1:PORT/`.
@@ -69,6 +77,16 @@ impl RedisServer {
 
     /// Starts the server again on the same port, empty.
     pub fn restart(&mut self) {
+        assert!(
+            self.launch(),
+            "redis-server exited at restart on port {}",
+            self.port
+        );
+    }
+
+    /// Starts the server and waits until it answers; false if it exited
+    /// (its port was taken).
+    fn launch(&mut self) -> bool {
         self.kill();
         let child = Command::new("redis-server")
             .args(["--port", &self.port.to_string()])
@@ -86,7 +104,13 @@ impl RedisServer {
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if self.ping() {
-                return;
+                return true;
+            }
+            if let Some(child) = self.child.as_mut() {
+                if matches!(child.try_wait(), Ok(Some(_))) {
+                    self.child = None;
+                    return false;
+                }
             }
             std::thread::sleep(Duration::from_millis(5));
         }
