@@ -860,6 +860,36 @@ impl Breaker {
         self.inner.dispatch(1);
     }
 
+    /// Fleet mode (`src/fleet/`): applies the fleet's state, open for
+    /// `open_for` more on this breaker's clock or closed (`None`), unless
+    /// the breaker has changed since change `seen` (then the agent hears of
+    /// that change first). Returns the `seq` of its last change after.
+    #[cfg(feature = "redis")]
+    pub(crate) fn apply_fleet(&self, seen: u64, open_for: Option<Duration>) -> Option<u64> {
+        let now = self.inner.time.now();
+        let (changed, seq) = {
+            let mut core = self.lock();
+            if core.seq != seen {
+                return None;
+            }
+            let changed = match core
+                .machine
+                .apply_fleet(now, open_for.map(|d| until(now, d)))
+            {
+                Some(t) => {
+                    self.publish(&mut core, t);
+                    true
+                }
+                None => self.sync_gate(&mut core),
+            };
+            (changed, core.seq)
+        };
+        if changed {
+            self.inner.dispatch(1);
+        }
+        Some(seq)
+    }
+
     /// A bounded stream of this breaker's state changes. A subscriber that
     /// falls more than `capacity` changes behind loses the newer ones
     /// (counted by [`Subscription::dropped`]); callers never wait for it.

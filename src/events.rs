@@ -116,6 +116,9 @@ pub enum Reason {
         /// Why.
         note: Arc<str>,
     },
+    /// The fleet's shared state (feature `redis`, `docs/fleet.md`): another
+    /// process tripped or closed the breaker, or holds the fleet's probe.
+    Fleet,
 }
 
 impl Reason {
@@ -181,6 +184,7 @@ impl fmt::Display for Reason {
             Reason::ForcedClosed { actor, note } => write!(f, "forced closed by {actor}: {note}"),
             Reason::OverrideExpired => f.write_str("the operator override expired"),
             Reason::Reset { actor, note } => write!(f, "reset by {actor}: {note}"),
+            Reason::Fleet => f.write_str("the fleet's shared state"),
         }
     }
 }

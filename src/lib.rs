@@ -163,6 +163,8 @@ mod count_window;
 mod counter;
 mod error;
 mod events;
+#[cfg(feature = "redis")]
+pub mod fleet;
 mod gate;
 #[cfg(feature = "http")]
 pub mod http;

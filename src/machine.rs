@@ -743,6 +743,30 @@ impl Machine {
         t
     }
 
+    /// The fleet's state (`src/fleet/`), applied by its agent: open until
+    /// `until` (a closed breaker opens, an open one's period ends then, a
+    /// half-open one with no probe out re-opens), or closed (`None`: an open
+    /// or half-open breaker closes). Overrides and a probe out are left alone.
+    #[cfg(feature = "redis")]
+    pub(crate) fn apply_fleet(&mut self, now: u64, until: Option<u64>) -> Option<Transition> {
+        let probe_out = self.probes.iter().any(Option::is_some);
+        match (self.state, until) {
+            (State::ForcedOpen | State::ForcedClosed, _) | (State::Closed, None) => None,
+            (State::HalfOpen, _) if probe_out => None,
+            (State::Open, Some(until)) => {
+                self.open_until = until;
+                self.open_period = self.open_until.saturating_sub(self.entered_at);
+                None
+            }
+            (_, Some(until)) => {
+                self.open_until = until.max(now);
+                self.open_period = self.open_until - now;
+                Some(self.enter(now, State::Open, Reason::Fleet))
+            }
+            (_, None) => Some(self.close(now, Reason::Fleet)),
+        }
+    }
+
     fn override_expired(&self, now: u64) -> bool {
         self.state.is_forced() && self.override_until.is_some_and(|u| now >= u)
     }

@@ -1,0 +1,250 @@
+//! One breaker as the agent serves it: what its local changes ask of the
+//! fleet, and what the fleet's view does to it.
+
+use std::time::{Duration, Instant};
+
+use crate::fleet::scripts::{lease_of, Keys, Script, View};
+use crate::fleet::snapshot::Stats;
+use crate::fleet::Settings;
+use crate::{Breaker, Reason, State, StateChange, Subscription};
+
+/// A write to the fleet that a local change asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Op {
+    /// Open the fleet's breaker (a local trip).
+    Trip { open_ms: u64, step: u32 },
+    /// The probe under `token` failed: a new open period.
+    Reopen {
+        token: String,
+        open_ms: u64,
+        step: u32,
+    },
+    /// The probe under `token` succeeded: close.
+    Close { token: String },
+    /// Read the fleet's view (and take the probe lease if it is free).
+    Sync,
+}
+
+impl Op {
+    pub(crate) fn script(&self) -> Script {
+        match self {
+            Op::Trip { .. } => Script::Trip,
+            Op::Reopen { .. } => Script::Reopen,
+            Op::Close { .. } => Script::Close,
+            Op::Sync => Script::Sync,
+        }
+    }
+
+    /// Whether a refusal of this write is the fence at work.
+    pub(crate) fn is_fenced(&self) -> bool {
+        matches!(self, Op::Reopen { .. } | Op::Close { .. })
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Member {
+    pub(crate) breaker: Breaker,
+    pub(crate) keys: Keys,
+    changes: Subscription,
+    /// The `seq` of the last change the agent knows of.
+    seen: u64,
+    /// The subscription's count of dropped changes, when last looked at.
+    dropped: u64,
+    /// The probe lease this agent holds for the breaker, if any.
+    token: Option<String>,
+    /// Whether the local breaker was let probe under `token`.
+    released: bool,
+    /// When the fleet's view is to be read next.
+    next_sync: Instant,
+    /// Writes and reads waiting for the next round trip.
+    pub(crate) ops: Vec<Op>,
+}
+
+impl Member {
+    pub(crate) fn new(breaker: Breaker, changes: Subscription, prefix: &str) -> Member {
+        let keys = Keys::new(prefix, breaker.name());
+        let mut m = Member {
+            breaker,
+            keys,
+            changes,
+            seen: 0,
+            dropped: 0,
+            token: None,
+            released: false,
+            next_sync: Instant::now(),
+            ops: Vec::new(),
+        };
+        m.resync();
+        m
+    }
+
+    /// After a (re)connection: what the breaker is now, whatever was
+    /// missed meanwhile. A local open the fleet did not cause is written as
+    /// a trip; anything else reads the fleet's view.
+    pub(crate) fn resync(&mut self) {
+        while self.changes.try_recv().is_some() {}
+        let snap = self.breaker.snapshot();
+        let last = snap.last_transition.as_ref();
+        self.seen = last.map_or(0, |c| c.seq);
+        self.ops.clear();
+        let local_open = snap.state == State::Open
+            && last.is_some_and(|c| c.to == State::Open && c.reason != Reason::Fleet);
+        if local_open {
+            self.ops.push(trip(&self.breaker));
+        }
+        self.ops.push(Op::Sync);
+    }
+
+    /// Reads the fleet's view at the next tick (its change was announced).
+    pub(crate) fn sync_now(&mut self) {
+        self.next_sync = Instant::now();
+    }
+
+    /// Drops what happened while there was no Redis to tell.
+    pub(crate) fn forget_changes(&mut self) {
+        while self.changes.try_recv().is_some() {}
+    }
+
+    /// Turns the local changes since the last tick into writes, and queues
+    /// a read when one is due.
+    pub(crate) fn collect(&mut self, now: Instant) {
+        if self.changes.dropped() != self.dropped {
+            // The agent fell behind and lost changes: start from what the
+            // breaker is now.
+            self.dropped = self.changes.dropped();
+            self.resync();
+            return;
+        }
+        while let Some(change) = self.changes.try_recv() {
+            self.seen = self.seen.max(change.seq);
+            if let Some(op) = self.op_for(&change) {
+                self.ops.push(op);
+            }
+        }
+        if now >= self.next_sync && !self.ops.contains(&Op::Sync) {
+            self.ops.push(Op::Sync);
+        }
+    }
+
+    fn op_for(&mut self, change: &StateChange) -> Option<Op> {
+        if change.reason == Reason::Fleet {
+            return None;
+        }
+        match (change.from, change.to) {
+            (State::Closed, State::Open) => Some(trip(&self.breaker)),
+            (State::HalfOpen, State::Open) => {
+                self.released = false;
+                let (open_ms, step) = open_period(&self.breaker);
+                Some(match self.token.take() {
+                    Some(token) => Op::Reopen {
+                        token,
+                        open_ms,
+                        step,
+                    },
+                    None => Op::Trip { open_ms, step },
+                })
+            }
+            (State::HalfOpen, State::Closed) => {
+                self.released = false;
+                Some(match self.token.take() {
+                    Some(token) => Op::Close { token },
+                    // Probed on local state (Redis was away): the fleet's
+                    // view decides.
+                    None => Op::Sync,
+                })
+            }
+            // Entering half-open, and operator overrides: the fleet's view
+            // is read again at the next refresh.
+            _ => None,
+        }
+    }
+
+    /// Applies the fleet's view answered to `op` and schedules the next
+    /// read.
+    pub(crate) fn apply(&mut self, op: &Op, view: &View, agent: &str, s: &Settings, stats: &Stats) {
+        if *op == Op::Sync {
+            Stats::add(&stats.reads);
+        }
+        if view.applied {
+            Stats::add(&stats.published);
+        } else if op.is_fenced() {
+            Stats::add(&stats.fenced);
+        }
+        let now = Instant::now();
+        if !view.open {
+            self.token = None;
+            self.released = false;
+            self.hold(None, stats);
+            self.next_sync = now + s.refresh;
+            return;
+        }
+        if view.now < view.open_until {
+            // Cool-down: everyone holds open until it ends, and a margin
+            // more, in which the lease is taken and announced.
+            let left = ms(view.open_until - view.now);
+            self.released = false;
+            self.hold(Some(left + s.hold_margin), stats);
+            self.next_sync = now + left.min(s.refresh);
+            return;
+        }
+        let ours = (!view.lease.is_empty())
+            .then(|| lease_of(&view.lease, agent))
+            .flatten()
+            == Some(view.epoch);
+        if ours {
+            if self.token.as_deref() != Some(view.lease.as_str()) {
+                self.token = Some(view.lease.clone());
+                self.released = false;
+                Stats::add(&stats.leases_won);
+            }
+            if !self.released {
+                // The next call here is the fleet's probe.
+                self.released = true;
+                self.hold(Some(Duration::ZERO), stats);
+            }
+            self.next_sync = now + ms(view.lease_ttl.max(1)).min(s.refresh);
+        } else if !view.lease.is_empty() {
+            self.released = false;
+            self.hold(Some(ms(view.lease_ttl.max(0)) + s.hold_margin), stats);
+            self.next_sync = now + ms(view.lease_ttl.max(1)).min(s.refresh);
+        } else {
+            // Free: the next read takes it.
+            self.next_sync = now;
+        }
+    }
+
+    /// Holds the local breaker open for `open_for`, or closes it.
+    fn hold(&mut self, open_for: Option<Duration>, stats: &Stats) {
+        match self.breaker.apply_fleet(self.seen, open_for) {
+            Some(seq) => {
+                if seq != self.seen {
+                    Stats::add(&stats.applied);
+                }
+                self.seen = seq;
+            }
+            // A local change the agent has not read yet: it goes first,
+            // and the view is read again after it.
+            None => self.next_sync = Instant::now(),
+        }
+    }
+}
+
+/// A trip's write, with the open period the local breaker chose.
+fn trip(breaker: &Breaker) -> Op {
+    let (open_ms, step) = open_period(breaker);
+    Op::Trip { open_ms, step }
+}
+
+/// The local breaker's open period in milliseconds, and its backoff step.
+fn open_period(breaker: &Breaker) -> (u64, u32) {
+    let snap = breaker.snapshot();
+    let open_ms = snap
+        .open_duration
+        .as_millis()
+        .clamp(1, u128::from(u32::MAX)) as u64;
+    (open_ms, snap.backoff_step)
+}
+
+fn ms(n: i64) -> Duration {
+    Duration::from_millis(n.max(0) as u64)
+}

@@ -1,0 +1,373 @@
+//! Fleet mode (feature `redis`): breakers of the same name in many
+//! processes share one view through Redis, and the fleet sends one probe
+//! per open period, without a trading thread ever waiting on Redis.
+//!
+//! A [`Fleet`] is one agent thread, the only code that talks to Redis. A
+//! breaker [joined](Fleet::join) to it keeps deciding every call from its
+//! own local state, as any breaker does: a closed success, a refusal and a
+//! recorded failure cost the caller no network I/O. The agent reads the
+//! breaker's state changes from a subscription, writes trips and probe
+//! results to Redis with atomic scripts, and applies the fleet's state to
+//! the local breaker (its changes carry [`Reason::Fleet`]).
+//!
+//! When the fleet's open period ends, exactly one agent takes the probe
+//! lease (`SET NX PX`, with a token naming the open period); its breaker
+//! lets the next call probe, every other process's breaker stays open. A
+//! probe result under a lease of an older period is fenced off.
+//!
+//! If Redis is unavailable or slower than [`FleetBuilder::timeout`], the
+//! breakers simply run on local state; the agent logs once per outage,
+//! counts it in [`FleetSnapshot::outages`], and reconnects with its own
+//! backoff. `docs/fleet.md` has the keys, the scripts, the staleness bound
+//! and the failure modes.
+//!
+//! ```no_run
+//! use fusebox::fleet::Fleet;
+//! use fusebox::{Breaker, CallPath, Classifier};
+//!
+//! // One per process, kept for its life.
+//! let fleet = Fleet::builder("redis://127.0.0.1:6379/").prefix("prod").build()?;
+//! let breaker = Breaker::builder("corporate-actions")
+//!     .call_path(CallPath::ReferenceData)
+//!     .classifier(Classifier::every_error_is_a_failure())
+//!     .build()?;
+//! fleet.join(&breaker)?;
+//! # Ok::<(), fusebox::ConfigError>(())
+//! ```
+//!
+//! [`Reason::Fleet`]: crate::Reason::Fleet
+
+mod agent;
+mod member;
+mod scripts;
+mod snapshot;
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crossbeam_channel::Sender;
+use parking_lot::Mutex;
+
+pub use snapshot::FleetSnapshot;
+
+use crate::{Breaker, ConfigError};
+use agent::{Agent, Control};
+use member::Member;
+use snapshot::Stats;
+
+/// The Rust example of `docs/fleet.md`, compiled as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/fleet.md")]
+pub struct FleetGuideDoctests;
+
+/// How many state changes a joined breaker may queue for the agent.
+const CHANGES_CAPACITY: usize = 256;
+
+/// The settings an agent runs with, checked by [`FleetBuilder::build`].
+pub(crate) struct Settings {
+    pub(crate) client: redis::Client,
+    pub(crate) prefix: String,
+    pub(crate) channel: String,
+    /// This agent's name in lease tokens.
+    pub(crate) agent: String,
+    pub(crate) timeout: Duration,
+    pub(crate) tick: Duration,
+    pub(crate) refresh: Duration,
+    pub(crate) hold_margin: Duration,
+    pub(crate) lease: Duration,
+    pub(crate) reconnect_min: Duration,
+    pub(crate) reconnect_max: Duration,
+}
+
+impl fmt::Debug for Settings {
+    // The client is left out: its connection info may hold a password.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings")
+            .field("prefix", &self.prefix)
+            .field("agent", &self.agent)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One process's agent for fleet mode: a thread that shares the state of
+/// every breaker [joined](Fleet::join) to it through Redis.
+///
+/// Build one per process (and prefix) and keep it: dropping it stops the
+/// agent, and its breakers go on alone, on local state.
+pub struct Fleet {
+    settings: Arc<Settings>,
+    stats: Arc<Stats>,
+    names: Mutex<HashSet<String>>,
+    control: Option<Sender<Control>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Fleet {
+    /// Starts building a fleet agent for the Redis at `url`
+    /// (`redis://[user:password@]host:port/db`).
+    pub fn builder(url: impl Into<String>) -> FleetBuilder {
+        FleetBuilder::new(url.into())
+    }
+
+    /// Shares `breaker`'s state with every process whose agent has a
+    /// breaker of the same name under the same prefix.
+    ///
+    /// Returns at once: the agent reads the fleet's state for it at its
+    /// next tick. The breaker's callers never wait on Redis.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Invalid`] naming `breaker` when a breaker of that
+    /// name has joined this fleet already.
+    pub fn join(&self, breaker: &Breaker) -> Result<(), ConfigError> {
+        if !self.names.lock().insert(breaker.name().to_owned()) {
+            return Err(ConfigError::Invalid {
+                field: "breaker",
+                rule: "must not share its name with a breaker already in the fleet",
+                value: breaker.name().to_owned(),
+            });
+        }
+        let changes = breaker.subscribe(CHANGES_CAPACITY)?;
+        let member = Member::new(breaker.clone(), changes, &self.settings.prefix);
+        if let Some(control) = &self.control {
+            // The agent only stops when this handle is dropped.
+            let _ = control.send(Control::Join(Box::new(member)));
+        }
+        Ok(())
+    }
+
+    /// What the agent has done so far, and whether Redis is reachable.
+    pub fn snapshot(&self) -> FleetSnapshot {
+        self.stats.snapshot()
+    }
+
+    /// The prefix of this fleet's keys.
+    pub fn prefix(&self) -> &str {
+        &self.settings.prefix
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        self.control.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Fleet")
+            .field("prefix", &self.settings.prefix)
+            .field("agent", &self.settings.agent)
+            .field("snapshot", &self.snapshot())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Settings for a [`Fleet`].
+///
+/// # Default
+///
+/// | setting | default |
+/// |---|---|
+/// | `prefix` | `"fusebox"` |
+/// | `timeout` | 50 ms |
+/// | `tick` | 5 ms |
+/// | `refresh` | 250 ms |
+/// | `hold_margin` | 1 s |
+/// | `probe_lease` | 5 s |
+/// | `reconnect_backoff` | 10 ms, doubling to 2 s |
+#[derive(Clone)]
+pub struct FleetBuilder {
+    url: String,
+    prefix: String,
+    timeout: Duration,
+    tick: Duration,
+    refresh: Duration,
+    hold_margin: Duration,
+    lease: Duration,
+    reconnect_min: Duration,
+    reconnect_max: Duration,
+}
+
+impl fmt::Debug for FleetBuilder {
+    // The URL is left out: it may hold a password.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FleetBuilder")
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FleetBuilder {
+    fn new(url: String) -> FleetBuilder {
+        FleetBuilder {
+            url,
+            prefix: "fusebox".into(),
+            timeout: Duration::from_millis(50),
+            tick: Duration::from_millis(5),
+            refresh: Duration::from_millis(250),
+            hold_margin: Duration::from_secs(1),
+            lease: Duration::from_secs(5),
+            reconnect_min: Duration::from_millis(10),
+            reconnect_max: Duration::from_secs(2),
+        }
+    }
+
+    /// The prefix of every key and of the channel: one per environment
+    /// (`prod`, `uat`), so that fleets never see each other.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// How long the agent waits for Redis (to connect, to send, to answer)
+    /// before it runs its breakers on local state.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// How often the agent writes local changes (at most this late), and
+    /// how long it waits on pub/sub between ticks.
+    pub fn tick(mut self, tick: Duration) -> Self {
+        self.tick = tick;
+        self
+    }
+
+    /// How often each breaker's fleet state is read, as a backstop to
+    /// pub/sub.
+    pub fn refresh(mut self, refresh: Duration) -> Self {
+        self.refresh = refresh;
+        self
+    }
+
+    /// How much longer than the fleet's open period a local breaker is
+    /// held open, to leave time for the probe lease to be taken and
+    /// announced. If Redis is gone, the local breaker probes on its own
+    /// after this.
+    pub fn hold_margin(mut self, margin: Duration) -> Self {
+        self.hold_margin = margin;
+        self
+    }
+
+    /// How long a probe lease lasts: if the process that took it dies or
+    /// never probes, another takes it after this. Make it longer than the
+    /// breakers' `max_probe_duration`.
+    pub fn probe_lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// The agent's wait before reconnecting, doubling from `first` to
+    /// `max`.
+    pub fn reconnect_backoff(mut self, first: Duration, max: Duration) -> Self {
+        self.reconnect_min = first;
+        self.reconnect_max = max;
+        self
+    }
+
+    /// Checks the settings and starts the agent thread. Does not wait for
+    /// Redis: the agent connects in the background.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Invalid`] naming the field: `url` that the redis
+    /// crate does not accept (the URL is not shown, it may hold a
+    /// password), an empty `prefix` or one with `{`, `}` or whitespace, a
+    /// zero `timeout`, `tick`, `refresh` or `probe_lease`, or a
+    /// `reconnect_backoff` whose first wait is zero or above its max.
+    pub fn build(self) -> Result<Fleet, ConfigError> {
+        let invalid = |field, rule, value: String| ConfigError::Invalid { field, rule, value };
+        let client = redis::Client::open(self.url.as_str()).map_err(|_| {
+            invalid(
+                "url",
+                "must be a redis:// URL",
+                "(not shown, it may hold a password)".into(),
+            )
+        })?;
+        if self.prefix.is_empty()
+            || self
+                .prefix
+                .chars()
+                .any(|c| c == '{' || c == '}' || c.is_whitespace() || c.is_control())
+        {
+            return Err(invalid(
+                "prefix",
+                "must be non-empty, without braces or whitespace",
+                format!("{:?}", self.prefix),
+            ));
+        }
+        for (field, d) in [
+            ("timeout", self.timeout),
+            ("tick", self.tick),
+            ("refresh", self.refresh),
+            ("probe_lease", self.lease),
+            ("reconnect_backoff", self.reconnect_min),
+        ] {
+            if d.is_zero() {
+                return Err(invalid(field, "must be above zero", format!("{d:?}")));
+            }
+        }
+        if self.reconnect_min > self.reconnect_max {
+            return Err(invalid(
+                "reconnect_backoff",
+                "first wait must not exceed the max",
+                format!("{:?} > {:?}", self.reconnect_min, self.reconnect_max),
+            ));
+        }
+        let settings = Arc::new(Settings {
+            client,
+            channel: scripts::channel(&self.prefix),
+            prefix: self.prefix,
+            agent: agent_name(),
+            timeout: self.timeout,
+            tick: self.tick,
+            refresh: self.refresh,
+            hold_margin: self.hold_margin,
+            lease: self.lease,
+            reconnect_min: self.reconnect_min,
+            reconnect_max: self.reconnect_max,
+        });
+        let stats = Arc::new(Stats::default());
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let agent = Agent {
+            settings: Arc::clone(&settings),
+            control: rx,
+            stats: Arc::clone(&stats),
+            members: Vec::new(),
+            by_name: Default::default(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("fusebox-fleet".into())
+            .spawn(move || agent.run())
+            .map_err(|e| invalid("thread", "could not be started", e.to_string()))?;
+        Ok(Fleet {
+            settings,
+            stats,
+            names: Mutex::default(),
+            control: Some(tx),
+            thread: Some(thread),
+        })
+    }
+}
+
+/// A name for this agent in lease tokens, unique across processes and
+/// agents: the process id, a count, and the start time's low bits (used
+/// only to tell restarts apart, never to decide anything).
+fn agent_name() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let salt = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("{}-{n}-{salt:x}", std::process::id())
+}

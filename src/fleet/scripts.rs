@@ -1,0 +1,203 @@
+//! The Lua scripts the agent runs in Redis, and the keys they touch.
+//!
+//! Every script reads the time from the server (`TIME`), never from a host,
+//! changes a breaker's keys atomically, and answers with the breaker's
+//! fleet view (see [`View`]). Each breaker's keys share the hash tag
+//! `{prefix:name}`, so a script touches one slot of a Redis Cluster.
+
+use redis::{FromRedisValue, RedisResult, Value};
+
+/// The keys of one breaker, and the channel its changes are announced on.
+#[derive(Debug, Clone)]
+pub(crate) struct Keys {
+    /// A hash: `state` (`open` or `closed`), `epoch` (the open period's
+    /// number, raised by every change of state), `open_until` (server
+    /// milliseconds), `step` (the backoff step), `leases` (leases issued).
+    pub(crate) state: String,
+    /// The probe lease: a token `epoch:n:agent`, set with `SET NX PX`.
+    pub(crate) lease: String,
+}
+
+impl Keys {
+    pub(crate) fn new(prefix: &str, name: &str) -> Keys {
+        Keys {
+            state: format!("{{{prefix}:{name}}}:state"),
+            lease: format!("{{{prefix}:{name}}}:lease"),
+        }
+    }
+}
+
+/// The channel on which every change of a prefix's breakers is announced
+/// (the message is the breaker's name).
+pub(crate) fn channel(prefix: &str) -> String {
+    format!("{prefix}:fleet")
+}
+
+/// Read the server's time and the breaker's state; `view(applied)` answers.
+const PRELUDE: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local h = redis.call('HMGET', KEYS[1], 'state', 'epoch', 'open_until')
+local state = h[1] or 'closed'
+local epoch = tonumber(h[2]) or 0
+local open_until = tonumber(h[3]) or 0
+local function view(applied)
+  local lease = redis.call('GET', KEYS[2]) or ''
+  local pttl = redis.call('PTTL', KEYS[2])
+  return {state, epoch, open_until, now, lease, pttl, applied}
+end
+local function holds_lease(token)
+  return state == 'open' and redis.call('GET', KEYS[2]) == token
+    and tonumber(string.match(token, '^(%d+):')) == epoch
+end
+"#;
+
+/// A local trip: ARGV = open_ms, step, channel, name. Opens the fleet's
+/// breaker for `open_ms` from the server's now, unless it is open already.
+const TRIP: &str = r#"
+if state ~= 'open' then
+  state = 'open'
+  epoch = epoch + 1
+  open_until = now + tonumber(ARGV[1])
+  redis.call('HSET', KEYS[1], 'state', state, 'epoch', epoch, 'open_until', open_until, 'step', ARGV[2])
+  redis.call('DEL', KEYS[2])
+  redis.call('PUBLISH', ARGV[3], ARGV[4])
+  return view(1)
+end
+return view(0)
+"#;
+
+/// The lease holder's probe failed: ARGV = token, open_ms, step, channel,
+/// name. A new open period, only if `token` still holds this period's lease.
+const REOPEN: &str = r#"
+if holds_lease(ARGV[1]) then
+  epoch = epoch + 1
+  open_until = now + tonumber(ARGV[2])
+  redis.call('HSET', KEYS[1], 'epoch', epoch, 'open_until', open_until, 'step', ARGV[3])
+  redis.call('DEL', KEYS[2])
+  redis.call('PUBLISH', ARGV[4], ARGV[5])
+  return view(1)
+end
+return view(0)
+"#;
+
+/// The lease holder's probe succeeded: ARGV = token, channel, name. Closes
+/// the fleet's breaker, only if `token` still holds this period's lease.
+const CLOSE: &str = r#"
+if holds_lease(ARGV[1]) then
+  state = 'closed'
+  epoch = epoch + 1
+  open_until = 0
+  redis.call('HSET', KEYS[1], 'state', state, 'epoch', epoch, 'open_until', 0, 'step', 0)
+  redis.call('DEL', KEYS[2])
+  redis.call('PUBLISH', ARGV[2], ARGV[3])
+  return view(1)
+end
+return view(0)
+"#;
+
+/// A refresh, which also takes the probe lease for `agent` when the open
+/// period is over, nobody holds it and `want` is 1 (the local breaker has
+/// no probe out): ARGV = agent, lease_ms, want.
+const SYNC: &str = r#"
+if ARGV[3] == '1' and state == 'open' and now >= open_until and redis.call('EXISTS', KEYS[2]) == 0 then
+  local n = redis.call('HINCRBY', KEYS[1], 'leases', 1)
+  redis.call('SET', KEYS[2], epoch .. ':' .. n .. ':' .. ARGV[1], 'NX', 'PX', ARGV[2])
+end
+return view(0)
+"#;
+
+/// The four scripts, in the order of [`Script`].
+pub(crate) fn sources() -> [String; 4] {
+    [TRIP, REOPEN, CLOSE, SYNC].map(|body| format!("{PRELUDE}{body}"))
+}
+
+/// Which script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Script {
+    Trip = 0,
+    Reopen = 1,
+    Close = 2,
+    Sync = 3,
+}
+
+/// A breaker's state in the fleet, as a script answers it. Times are the
+/// server's milliseconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct View {
+    pub(crate) open: bool,
+    pub(crate) epoch: i64,
+    pub(crate) open_until: i64,
+    pub(crate) now: i64,
+    /// The probe lease's token, or empty.
+    pub(crate) lease: String,
+    /// The lease's time to live in milliseconds (negative when none).
+    pub(crate) lease_ttl: i64,
+    /// Whether the script changed the fleet's state.
+    pub(crate) applied: bool,
+}
+
+impl FromRedisValue for View {
+    fn from_redis_value(v: Value) -> Result<View, redis::ParsingError> {
+        let (state, epoch, open_until, now, lease, lease_ttl, applied): (
+            String,
+            i64,
+            i64,
+            i64,
+            String,
+            i64,
+            i64,
+        ) = FromRedisValue::from_redis_value(v)?;
+        Ok(View {
+            open: state == "open",
+            epoch,
+            open_until,
+            now,
+            lease,
+            lease_ttl,
+            applied: applied != 0,
+        })
+    }
+}
+
+/// The epoch a lease token was issued for, and whether `agent` holds it.
+pub(crate) fn lease_of(token: &str, agent: &str) -> Option<i64> {
+    let mut parts = token.splitn(3, ':');
+    let epoch = parts.next()?.parse().ok()?;
+    parts.next()?;
+    (parts.next()? == agent).then_some(epoch)
+}
+
+/// Loads the scripts on a connection, returning their SHA1 digests.
+pub(crate) fn load(con: &mut redis::Connection) -> RedisResult<[String; 4]> {
+    let [a, b, c, d] = sources();
+    let load = |con: &mut redis::Connection, s: &str| -> RedisResult<String> {
+        redis::cmd("SCRIPT").arg("LOAD").arg(s).query(con)
+    };
+    Ok([
+        load(con, &a)?,
+        load(con, &b)?,
+        load(con, &c)?,
+        load(con, &d)?,
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_of_a_breaker_carries_its_hash_tag() {
+        let k = Keys::new("prod", "corporate-actions");
+        assert_eq!(k.state, "{prod:corporate-actions}:state");
+        assert_eq!(k.lease, "{prod:corporate-actions}:lease");
+    }
+
+    #[test]
+    fn a_lease_token_names_its_period_and_holder() {
+        assert_eq!(lease_of("7:3:123-0-ab", "123-0-ab"), Some(7));
+        assert_eq!(lease_of("7:3:123-0-ab", "123-1-ab"), None);
+        assert_eq!(lease_of("x:3:123-0-ab", "123-0-ab"), None);
+        assert_eq!(lease_of("", "123-0-ab"), None);
+    }
+}

@@ -1,0 +1,146 @@
+//! A real `redis-server` for tests, on a free loopback port, with no
+//! persistence; killed when dropped, and restartable on the same port.
+//!
+//! Use it from a test file with
+//! `#[path = "support/redis_server.rs"] mod redis_server;`.
+//!
+//! `redis-server` must be installed (`scripts/test` installs it): if it is
+//! missing, starting one panics with a message that says so, so that no
+//! test is skipped silently.
+// Each test file uses its own subset of these helpers.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `redis-server`.
+#[derive(Debug)]
+pub struct RedisServer {
+    port: u16,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    /// Starts one on a free loopback port and waits until it answers PING.
+    pub fn start() -> RedisServer {
+        // Another process may take the free port before the server binds
+        // it; then the server exits, and another port is tried.
+        for _ in 0..5 {
+            let mut server = RedisServer {
+                port: free_port(),
+                child: None,
+            };
+            if server.launch() {
+                return server;
+            }
+        }
+        panic!("redis-server exited at start on five free ports in a row");
+    }
+
+    /// `redis://127.0.0.1:PORT/`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Kills the server (SIGKILL) and waits for it to exit: connections
+    /// are then refused.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Stops the server (SIGSTOP) without closing its connections: it
+    /// accepts and answers nothing until [`resume`](Self::resume), as a
+    /// hung or very slow Redis would.
+    pub fn pause(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// Lets a paused server go on (SIGCONT).
+    pub fn resume(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    fn signal(&self, sig: libc::c_int) {
+        let pid = self.child.as_ref().expect("the server runs").id();
+        // SAFETY: kill(2) takes no pointers; the pid is our own child.
+        assert_eq!(
+            unsafe { libc::kill(pid as libc::pid_t, sig) },
+            0,
+            "signal redis-server"
+        );
+    }
+
+    /// Starts the server again on the same port, empty.
+    pub fn restart(&mut self) {
+        assert!(
+            self.launch(),
+            "redis-server exited at restart on port {}",
+            self.port
+        );
+    }
+
+    /// Starts the server and waits until it answers; false if it exited
+    /// (its port was taken).
+    fn launch(&mut self) -> bool {
+        self.kill();
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot start redis-server ({e}): the fleet tests need it on PATH; \
+                     scripts/test installs it (apt-get install -y redis-server)"
+                )
+            });
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if self.ping() {
+                return true;
+            }
+            if let Some(child) = self.child.as_mut() {
+                if matches!(child.try_wait(), Ok(Some(_))) {
+                    self.child = None;
+                    return false;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        panic!(
+            "redis-server on port {} did not answer within 10 s",
+            self.port
+        );
+    }
+
+    /// Whether the server answers PING now.
+    pub fn ping(&self) -> bool {
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+        let mut buf = [0u8; 7];
+        s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A port nobody listens on now (the OS's choice).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind a loopback port")
+}
