@@ -652,8 +652,8 @@ fn analyse(run: &Run) -> Row {
         compliance_outage_p99: percentile(&mut compliance(outage), 0.99),
         compliance_trips: run.compliance_trips,
         peak_pricing_in_flight: run.peak_pricing_in_flight,
-        bulkhead: run.bulkhead,
-        pool: run.pool,
+        bulkhead: run.bulkhead.clone(),
+        pool: run.pool.clone(),
     }
 }
 
@@ -722,13 +722,13 @@ fn table(rows: &[Row]) -> String {
         );
     }
     for r in rows {
-        if let Some(b) = r.bulkhead {
+        if let Some(b) = &r.bulkhead {
             let _ = write!(
                 s,
                 "\n*{}*: the bulkhead's peak was {} of {} slots, and it refused {} calls",
                 r.name, b.peak, b.max_concurrent, b.refusals
             );
-            if let Some(p) = r.pool {
+            if let Some(p) = &r.pool {
                 let _ = write!(
                     s,
                     "; the deadline pool held at most {} of its {} threads, abandoned {} calls at \
