@@ -429,10 +429,13 @@ impl Machine {
         if self.recovering.is_neutral(now, outcome) {
             if let Ticket::Probe { id } = ticket {
                 let mine = |p: &Option<Probe>| p.is_some_and(|p| p.id == id);
-                self.probes
-                    .iter_mut()
-                    .filter(|p| mine(p))
-                    .for_each(|p| *p = None);
+                if let Some(slot) = self.probes.iter_mut().find(|p| mine(p)) {
+                    // Like an ignored probe, it gives its place back: with a
+                    // probe cap or a rate round, a neutral probe must not
+                    // use up the half-open period.
+                    *slot = None;
+                    self.probes_admitted = self.probes_admitted.saturating_sub(1);
+                }
             }
             return expired;
         }
