@@ -1044,8 +1044,10 @@ impl Machine {
         match round.decide(self.probe_successes, self.probe_failures) {
             RoundDecision::Undecided => None,
             RoundDecision::Close => {
-                let successes = self.probe_successes;
-                Some(self.close(now, Reason::ProbeSucceeded { successes }))
+                let (successes, reopens) = (self.probe_successes, self.reopens);
+                let t = self.close(now, Reason::ProbeSucceeded { successes });
+                self.recovering.closed_on_probe(now, reopens);
+                Some(t)
             }
             RoundDecision::Reopen { rate } => {
                 let probes = self.probe_successes + self.probe_failures;
