@@ -331,8 +331,14 @@ impl Machine {
 
     /// Whether `admit(now)` would admit a call, changing nothing.
     pub(crate) fn would_admit(&self, now: u64) -> bool {
+        // An override past its expiry: the next call closes it and goes.
+        if self.override_expired(now) {
+            return true;
+        }
         // With a health probe, only its thread probes.
-        if self.state != State::Closed && self.recovering.probes_in_background() {
+        if matches!(self.state, State::Open | State::HalfOpen)
+            && self.recovering.probes_in_background()
+        {
             return false;
         }
         match self.state {

@@ -193,3 +193,23 @@ fn the_probe_waits_for_the_end_of_a_maintenance_window() {
     assert_eq!(next(&sub).to, State::Closed);
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
+
+#[test]
+fn would_permit_agrees_with_a_forced_closed_breaker_that_has_a_health_probe() {
+    let (probe, _) = counting_probe(true);
+    let (b, _mock, _sub) = with_probe(probe);
+    b.force_closed("ops", "vendor confirmed healthy");
+    assert!(b.would_permit(), "forced closed admits every call");
+    succeed(&b).unwrap();
+}
+
+#[test]
+fn would_permit_agrees_with_a_forced_open_override_past_its_expiry() {
+    let (probe, _) = counting_probe(true);
+    let (b, mock, _sub) = with_probe(probe);
+    b.force_open_for("ops", "vendor maintenance", 10 * SEC);
+    assert!(!b.would_permit());
+    mock.increment(10 * SEC);
+    assert!(b.would_permit(), "the next call ends the override and goes");
+    succeed(&b).unwrap();
+}
