@@ -234,14 +234,18 @@ impl Breaker {
             (ticket, changed)
         };
         if changed {
-            self.inner.dispatch(1);
+            self.inner.hand_off(1);
         }
         ticket.map(|t| (t, now))
     }
 
-    /// On the health-probe thread: records the probe's outcome.
+    /// On the health-probe thread: records the probe's outcome. The changes
+    /// it causes go to the notifier, so that a callback that blocks cannot
+    /// hold up the probes of every breaker.
     pub(crate) fn end_health_probe(&self, ticket: Ticket, started: u64, outcome: Verdict) {
-        self.settle_locked(ticket, started, outcome, None);
+        if self.record_locked(ticket, started, outcome, None) {
+            self.inner.hand_off(1);
+        }
     }
 
     /// The breaker's name.
@@ -638,31 +642,39 @@ impl Breaker {
     }
 
     fn settle_locked(&self, ticket: Ticket, started: u64, outcome: Verdict, note: Option<&Note>) {
+        if self.record_locked(ticket, started, outcome, note) {
+            self.inner.dispatch(1);
+        }
+    }
+
+    /// Records an outcome under the lock; whether it queued a change.
+    fn record_locked(
+        &self,
+        ticket: Ticket,
+        started: u64,
+        outcome: Verdict,
+        note: Option<&Note>,
+    ) -> bool {
         let now = self.inner.time.now();
         let elapsed = if self.inner.times_calls || matches!(ticket, Ticket::Probe { .. }) {
             now.saturating_sub(started)
         } else {
             0
         };
-        let changed = {
-            let mut core = self.lock();
-            let transition = core.machine.record(now, ticket, outcome, elapsed);
-            if note.is_some() {
-                core.recent_failure = note.copied();
+        let mut core = self.lock();
+        let transition = core.machine.record(now, ticket, outcome, elapsed);
+        if note.is_some() {
+            core.recent_failure = note.copied();
+        }
+        // A transition leaves the machine out of the closed period any
+        // late quiet success was counted in, so at most one of the two
+        // queues a change.
+        match transition {
+            Some(t) => {
+                self.publish(&mut core, t);
+                true
             }
-            // A transition leaves the machine out of the closed period any
-            // late quiet success was counted in, so at most one of the two
-            // queues a change.
-            match transition {
-                Some(t) => {
-                    self.publish(&mut core, t);
-                    true
-                }
-                None => self.sync_gate(&mut core),
-            }
-        };
-        if changed {
-            self.inner.dispatch(1);
+            None => self.sync_gate(&mut core),
         }
     }
 
@@ -993,8 +1005,7 @@ impl Inner {
             return;
         }
         if self.delivery_mode == Delivery::Notifier {
-            self.delivery.fetch_add(n * CREDIT, Ordering::SeqCst);
-            self.schedule();
+            self.hand_off(n);
             return;
         }
         let mut word = self.delivery.load(Ordering::SeqCst);
@@ -1015,6 +1026,13 @@ impl Inner {
         }
         self.deliver_up_to(n);
         self.let_go();
+    }
+
+    /// Hands the `n` changes a thread caused to the notifier, whatever the
+    /// delivery mode: for a thread that must not run user code.
+    fn hand_off(self: &Arc<Self>, n: u64) {
+        self.delivery.fetch_add(n * CREDIT, Ordering::SeqCst);
+        self.schedule();
     }
 
     /// Delivers up to `n` changes from the head of the queue, plus those

@@ -213,3 +213,35 @@ fn would_permit_agrees_with_a_forced_open_override_past_its_expiry() {
     assert!(b.would_permit(), "the next call ends the override and goes");
     succeed(&b).unwrap();
 }
+
+#[test]
+fn the_probe_thread_hands_the_changes_it_causes_to_the_notifier() {
+    let threads = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Arc::clone(&threads);
+    let (probe, _) = counting_probe(true);
+    let (builder, mock) = quiet("corporate-actions");
+    let b = builder
+        .consecutive_failure_threshold(1)
+        .open_duration(10 * SEC)
+        .health_probe(probe)
+        .on_state_change(move |_| {
+            let name = std::thread::current().name().map(str::to_owned);
+            seen.lock().unwrap().push(name);
+        })
+        .build()
+        .unwrap();
+    let sub = b.subscribe(64).unwrap();
+    trip(&b, 1);
+    assert_eq!(next(&sub).to, State::Open);
+    mock.increment(10 * SEC);
+    assert_eq!(next(&sub).to, State::HalfOpen);
+    assert_eq!(next(&sub).to, State::Closed);
+    let threads = threads.lock().unwrap();
+    assert_eq!(threads.len(), 3);
+    assert!(
+        threads[1..]
+            .iter()
+            .all(|t| t.as_deref() != Some("fusebox-health-probe")),
+        "a callback that blocks would hold up every breaker's probes: {threads:?}"
+    );
+}
