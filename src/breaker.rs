@@ -497,12 +497,19 @@ impl Breaker {
     /// [`try_acquire`](Self::try_acquire) decides. An open breaker whose
     /// period has elapsed answers `true` (the next call would be a probe).
     ///
-    /// Costs one atomic load (and a clock read while open); half-open, one
-    /// lock round trip.
+    /// Costs one atomic load (and a clock read while open, or with a
+    /// short-circuiting maintenance window scheduled); half-open, ramping
+    /// or inside such a window, one lock round trip.
     pub fn would_permit(&self) -> bool {
         let gate = self.inner.gate.word();
         match gate & 3 {
-            GATE_CLOSED => true,
+            // Unless a short-circuiting maintenance window may have begun.
+            GATE_CLOSED if self.inner.watch_from.load(Ordering::Relaxed) == u64::MAX => true,
+            GATE_CLOSED
+                if self.inner.time.now() < self.inner.watch_from.load(Ordering::Relaxed) =>
+            {
+                true
+            }
             GATE_FORCED if gate >> 2 == 0 || self.inner.time.now() < gate >> 2 => false,
             GATE_OPEN if self.inner.time.now() < gate >> 2 => false,
             _ => {

@@ -342,7 +342,8 @@ impl Machine {
             return false;
         }
         match self.state {
-            State::Closed | State::ForcedClosed => true,
+            State::Closed => self.recovering.would_admit_closed(now),
+            State::ForcedClosed => true,
             State::ForcedOpen => self.override_expired(now),
             State::Open => now >= self.open_until,
             State::HalfOpen => {

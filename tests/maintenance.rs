@@ -363,3 +363,15 @@ fn neutral_probes_do_not_use_up_a_half_open_rate_round() {
     succeed(&b).expect("the round has not been used up by a neutral failure");
     assert_eq!(b.state(), State::Closed);
 }
+
+#[test]
+fn would_permit_says_no_inside_a_short_circuiting_window() {
+    let (b, mock) = with_window(|b| b.short_circuit_in_maintenance(true));
+    assert!(b.would_permit());
+    mock.increment(15 * SEC);
+    assert!(!b.would_permit(), "a call made now is refused");
+    refused(succeed(&b));
+    mock.increment(5 * SEC);
+    assert!(b.would_permit());
+    succeed(&b).unwrap();
+}

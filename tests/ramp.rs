@@ -254,3 +254,14 @@ fn a_half_open_rate_round_that_closes_starts_the_ramp() {
         "the ramp starts on close"
     );
 }
+
+#[test]
+fn would_permit_answers_as_the_ramp_would_decide() {
+    let (b, mock) = ramping();
+    recover(&b, &mock, 1);
+    for _ in 0..20 {
+        let predicted = b.would_permit();
+        let admitted = succeed(&b).is_ok();
+        assert_eq!(predicted, admitted);
+    }
+}
