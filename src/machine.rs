@@ -5,6 +5,7 @@
 //! breaker's clock) and returns what happened; [`crate::Breaker`] holds the
 //! lock around it, reads the clock, and delivers the transitions afterwards.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -938,15 +939,22 @@ impl Machine {
     /// predicts, is computed here: a rule that shortens or lengthens open
     /// periods wraps this function.
     fn open_period(&self, now: u64, reopens: u32, rng: &mut Rng) -> u64 {
-        let period = match &self.s.open_period {
-            Some(f) => nanos(f.period(&OpenPeriodInput {
+        // The user's function runs under the breaker's lock: a panic in it
+        // falls back to the backoff rather than unwinding through a
+        // transition half made.
+        let custom = self.s.open_period.as_ref().and_then(|f| {
+            let input = OpenPeriodInput {
                 reopens,
                 failure_rate: self.window.as_ref().map(|w| {
                     let c = w.totals();
                     crate::snapshot::rate(c.failures, c.calls)
                 }),
                 last_period: Duration::from_nanos(self.open_period),
-            })),
+            };
+            catch_unwind(AssertUnwindSafe(|| f.period(&input))).ok()
+        });
+        let period = match custom {
+            Some(d) => nanos(d),
             None => nanos(self.s.backoff.period(reopens, rng)),
         };
         let ceiling = now.saturating_add(nanos(self.s.backoff.max));
@@ -976,7 +984,9 @@ impl Machine {
             consecutive_failures: self.consecutive,
             consecutive_successes: self.consecutive_successes,
         };
-        p.holds(&counts).then(|| Reason::TripPredicate {
+        // Under the breaker's lock: a predicate that panics does not hold.
+        let holds = catch_unwind(AssertUnwindSafe(|| p.holds(&counts))).unwrap_or(false);
+        holds.then(|| Reason::TripPredicate {
             name: p.shared_name(),
             calls: w.calls,
             failures: w.failures,
