@@ -236,6 +236,10 @@ impl Breaker {
         if changed {
             self.inner.hand_off(1);
         }
+        if let (Some(_), Some(admitted)) = (ticket, &self.inner.admitted) {
+            // It reports into the totals like any admitted call.
+            admitted.add_one();
+        }
         ticket.map(|t| (t, now))
     }
 
@@ -762,12 +766,12 @@ impl Breaker {
             // failure), and `totals.calls` counts every report, those counted
             // without the lock included once `lock()` has taken them: the
             // difference is what is out (a success counted between that take
-            // and now still shows as out).
-            calls_in_flight: self
-                .inner
-                .admitted
-                .as_ref()
-                .map(|a| a.sum().saturating_sub(v.totals.calls)),
+            // and now still shows as out). A failure made neutral by a
+            // maintenance window reports outside the totals.
+            calls_in_flight: self.inner.admitted.as_ref().map(|a| {
+                a.sum()
+                    .saturating_sub(v.totals.calls.saturating_add(v.neutral_failures))
+            }),
             opened_by,
             latency_percentile: v.latency_percentile,
             latency_breaches: v.latency_breaches,

@@ -245,3 +245,24 @@ fn the_probe_thread_hands_the_changes_it_causes_to_the_notifier() {
         "a callback that blocks would hold up every breaker's probes: {threads:?}"
     );
 }
+
+#[test]
+fn calls_in_flight_count_the_health_probe_as_admitted() {
+    let (probe, _) = counting_probe(true);
+    let (builder, mock) = quiet("corporate-actions");
+    let b = builder
+        .consecutive_failure_threshold(1)
+        .open_duration(10 * SEC)
+        .count_calls_in_flight(true)
+        .health_probe(probe)
+        .build()
+        .unwrap();
+    let sub = b.subscribe(64).unwrap();
+    trip(&b, 1);
+    assert_eq!(next(&sub).to, State::Open);
+    mock.increment(10 * SEC);
+    assert_eq!(next(&sub).to, State::HalfOpen);
+    assert_eq!(next(&sub).to, State::Closed);
+    let _out = b.try_acquire().unwrap();
+    assert_eq!(b.snapshot().calls_in_flight, Some(1));
+}

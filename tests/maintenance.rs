@@ -375,3 +375,12 @@ fn would_permit_says_no_inside_a_short_circuiting_window() {
     assert!(b.would_permit());
     succeed(&b).unwrap();
 }
+
+#[test]
+fn a_neutral_failure_is_no_longer_in_flight() {
+    let (b, mock) = with_window(|b| b.count_calls_in_flight(true));
+    mock.increment(10 * SEC);
+    fail(&b).unwrap_err();
+    assert_eq!(b.snapshot().neutral_failures, 1);
+    assert_eq!(b.snapshot().calls_in_flight, Some(0));
+}
