@@ -234,14 +234,22 @@ impl Breaker {
             (ticket, changed)
         };
         if changed {
-            self.inner.dispatch(1);
+            self.inner.hand_off(1);
+        }
+        if let (Some(_), Some(admitted)) = (ticket, &self.inner.admitted) {
+            // It reports into the totals like any admitted call.
+            admitted.add_one();
         }
         ticket.map(|t| (t, now))
     }
 
-    /// On the health-probe thread: records the probe's outcome.
+    /// On the health-probe thread: records the probe's outcome. The changes
+    /// it causes go to the notifier, so that a callback that blocks cannot
+    /// hold up the probes of every breaker.
     pub(crate) fn end_health_probe(&self, ticket: Ticket, started: u64, outcome: Verdict) {
-        self.settle_locked(ticket, started, outcome, None);
+        if self.record_locked(ticket, started, outcome, None) {
+            self.inner.hand_off(1);
+        }
     }
 
     /// The breaker's name.
@@ -493,12 +501,19 @@ impl Breaker {
     /// [`try_acquire`](Self::try_acquire) decides. An open breaker whose
     /// period has elapsed answers `true` (the next call would be a probe).
     ///
-    /// Costs one atomic load (and a clock read while open); half-open, one
-    /// lock round trip.
+    /// Costs one atomic load (and a clock read while open, or with a
+    /// short-circuiting maintenance window scheduled); half-open, ramping
+    /// or inside such a window, one lock round trip.
     pub fn would_permit(&self) -> bool {
         let gate = self.inner.gate.word();
         match gate & 3 {
-            GATE_CLOSED => true,
+            // Unless a short-circuiting maintenance window may have begun.
+            GATE_CLOSED if self.inner.watch_from.load(Ordering::Relaxed) == u64::MAX => true,
+            GATE_CLOSED
+                if self.inner.time.now() < self.inner.watch_from.load(Ordering::Relaxed) =>
+            {
+                true
+            }
             GATE_FORCED if gate >> 2 == 0 || self.inner.time.now() < gate >> 2 => false,
             GATE_OPEN if self.inner.time.now() < gate >> 2 => false,
             _ => {
@@ -638,31 +653,39 @@ impl Breaker {
     }
 
     fn settle_locked(&self, ticket: Ticket, started: u64, outcome: Verdict, note: Option<&Note>) {
+        if self.record_locked(ticket, started, outcome, note) {
+            self.inner.dispatch(1);
+        }
+    }
+
+    /// Records an outcome under the lock; whether it queued a change.
+    fn record_locked(
+        &self,
+        ticket: Ticket,
+        started: u64,
+        outcome: Verdict,
+        note: Option<&Note>,
+    ) -> bool {
         let now = self.inner.time.now();
         let elapsed = if self.inner.times_calls || matches!(ticket, Ticket::Probe { .. }) {
             now.saturating_sub(started)
         } else {
             0
         };
-        let changed = {
-            let mut core = self.lock();
-            let transition = core.machine.record(now, ticket, outcome, elapsed);
-            if note.is_some() {
-                core.recent_failure = note.copied();
+        let mut core = self.lock();
+        let transition = core.machine.record(now, ticket, outcome, elapsed);
+        if note.is_some() {
+            core.recent_failure = note.copied();
+        }
+        // A transition leaves the machine out of the closed period any
+        // late quiet success was counted in, so at most one of the two
+        // queues a change.
+        match transition {
+            Some(t) => {
+                self.publish(&mut core, t);
+                true
             }
-            // A transition leaves the machine out of the closed period any
-            // late quiet success was counted in, so at most one of the two
-            // queues a change.
-            match transition {
-                Some(t) => {
-                    self.publish(&mut core, t);
-                    true
-                }
-                None => self.sync_gate(&mut core),
-            }
-        };
-        if changed {
-            self.inner.dispatch(1);
+            None => self.sync_gate(&mut core),
         }
     }
 
@@ -743,12 +766,12 @@ impl Breaker {
             // failure), and `totals.calls` counts every report, those counted
             // without the lock included once `lock()` has taken them: the
             // difference is what is out (a success counted between that take
-            // and now still shows as out).
-            calls_in_flight: self
-                .inner
-                .admitted
-                .as_ref()
-                .map(|a| a.sum().saturating_sub(v.totals.calls)),
+            // and now still shows as out). A failure made neutral by a
+            // maintenance window reports outside the totals.
+            calls_in_flight: self.inner.admitted.as_ref().map(|a| {
+                a.sum()
+                    .saturating_sub(v.totals.calls.saturating_add(v.neutral_failures))
+            }),
             opened_by,
             latency_percentile: v.latency_percentile,
             latency_breaches: v.latency_breaches,
@@ -1023,8 +1046,7 @@ impl Inner {
             return;
         }
         if self.delivery_mode == Delivery::Notifier {
-            self.delivery.fetch_add(n * CREDIT, Ordering::SeqCst);
-            self.schedule();
+            self.hand_off(n);
             return;
         }
         let mut word = self.delivery.load(Ordering::SeqCst);
@@ -1045,6 +1067,13 @@ impl Inner {
         }
         self.deliver_up_to(n);
         self.let_go();
+    }
+
+    /// Hands the `n` changes a thread caused to the notifier, whatever the
+    /// delivery mode: for a thread that must not run user code.
+    fn hand_off(self: &Arc<Self>, n: u64) {
+        self.delivery.fetch_add(n * CREDIT, Ordering::SeqCst);
+        self.schedule();
     }
 
     /// Delivers up to `n` changes from the head of the queue, plus those

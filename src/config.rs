@@ -347,7 +347,8 @@ impl<T> BreakerBuilder<T> {
     setter!(
         /// Probes admitted over a whole half-open period, beside
         /// `half_open_max_calls` at once (gobreaker's `MaxRequests`). A
-        /// probe whose outcome is ignored gives its place back. Must be at
+        /// probe whose outcome is ignored, or whose failure is neutral in a
+        /// maintenance window, gives its place back. Must be at
         /// least `half_open_success_threshold` (or the `half_open_rate`
         /// round), so that the breaker can close.
         half_open_max_probes: into u32 => half_open_max_probes);

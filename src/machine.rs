@@ -5,6 +5,7 @@
 //! breaker's clock) and returns what happened; [`crate::Breaker`] holds the
 //! lock around it, reads the clock, and delivers the transitions afterwards.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -331,12 +332,19 @@ impl Machine {
 
     /// Whether `admit(now)` would admit a call, changing nothing.
     pub(crate) fn would_admit(&self, now: u64) -> bool {
+        // An override past its expiry: the next call closes it and goes.
+        if self.override_expired(now) {
+            return true;
+        }
         // With a health probe, only its thread probes.
-        if self.state != State::Closed && self.recovering.probes_in_background() {
+        if matches!(self.state, State::Open | State::HalfOpen)
+            && self.recovering.probes_in_background()
+        {
             return false;
         }
         match self.state {
-            State::Closed | State::ForcedClosed => true,
+            State::Closed => self.recovering.would_admit_closed(now),
+            State::ForcedClosed => true,
             State::ForcedOpen => self.override_expired(now),
             State::Open => now >= self.open_until,
             State::HalfOpen => {
@@ -429,10 +437,13 @@ impl Machine {
         if self.recovering.is_neutral(now, outcome) {
             if let Ticket::Probe { id } = ticket {
                 let mine = |p: &Option<Probe>| p.is_some_and(|p| p.id == id);
-                self.probes
-                    .iter_mut()
-                    .filter(|p| mine(p))
-                    .for_each(|p| *p = None);
+                if let Some(slot) = self.probes.iter_mut().find(|p| mine(p)) {
+                    // Like an ignored probe, it gives its place back: with a
+                    // probe cap or a rate round, a neutral probe must not
+                    // use up the half-open period.
+                    *slot = None;
+                    self.probes_admitted = self.probes_admitted.saturating_sub(1);
+                }
             }
             return expired;
         }
@@ -952,15 +963,22 @@ impl Machine {
     /// predicts, is computed here: a rule that shortens or lengthens open
     /// periods wraps this function.
     fn open_period(&self, now: u64, reopens: u32, rng: &mut Rng) -> u64 {
-        let period = match &self.s.open_period {
-            Some(f) => nanos(f.period(&OpenPeriodInput {
+        // The user's function runs under the breaker's lock: a panic in it
+        // falls back to the backoff rather than unwinding through a
+        // transition half made.
+        let custom = self.s.open_period.as_ref().and_then(|f| {
+            let input = OpenPeriodInput {
                 reopens,
                 failure_rate: self.window.as_ref().map(|w| {
                     let c = w.totals();
                     crate::snapshot::rate(c.failures, c.calls)
                 }),
                 last_period: Duration::from_nanos(self.open_period),
-            })),
+            };
+            catch_unwind(AssertUnwindSafe(|| f.period(&input))).ok()
+        });
+        let period = match custom {
+            Some(d) => nanos(d),
             None => nanos(self.s.backoff.period(reopens, rng)),
         };
         let ceiling = now.saturating_add(nanos(self.s.backoff.max));
@@ -990,7 +1008,9 @@ impl Machine {
             consecutive_failures: self.consecutive,
             consecutive_successes: self.consecutive_successes,
         };
-        p.holds(&counts).then(|| Reason::TripPredicate {
+        // Under the breaker's lock: a predicate that panics does not hold.
+        let holds = catch_unwind(AssertUnwindSafe(|| p.holds(&counts))).unwrap_or(false);
+        holds.then(|| Reason::TripPredicate {
             name: p.shared_name(),
             calls: w.calls,
             failures: w.failures,
@@ -1065,8 +1085,10 @@ impl Machine {
         match round.decide(self.probe_successes, self.probe_failures) {
             RoundDecision::Undecided => None,
             RoundDecision::Close => {
-                let successes = self.probe_successes;
-                Some(self.close(now, Reason::ProbeSucceeded { successes }))
+                let (successes, reopens) = (self.probe_successes, self.reopens);
+                let t = self.close(now, Reason::ProbeSucceeded { successes });
+                self.recovering.closed_on_probe(now, reopens);
+                Some(t)
             }
             RoundDecision::Reopen { rate } => {
                 let probes = self.probe_successes + self.probe_failures;

@@ -73,6 +73,9 @@ pub struct OwnedPermit {
     breaker: Breaker,
     ticket: Ticket,
     started: u64,
+    /// Set once the outcome is recorded: the drop then only lets go of the
+    /// breaker handle.
+    settled: bool,
 }
 
 impl<'a> Permit<'a> {
@@ -102,7 +105,28 @@ impl<'a> Permit<'a> {
             breaker: this.breaker.clone(),
             ticket: this.ticket,
             started: this.started,
+            settled: false,
         }
+    }
+
+    /// Records the outcome once; the drop, which would count a failure,
+    /// does not run.
+    #[inline(always)]
+    fn settle_once(self, verdict: Verdict, note: Option<&Note>) {
+        let this = ManuallyDrop::new(self);
+        this.breaker
+            .settle_noted(this.ticket, this.started, verdict, note);
+    }
+}
+
+impl OwnedPermit {
+    /// Records the outcome once; the drop then only lets go of the breaker
+    /// handle (a `ManuallyDrop` here would leak the breaker).
+    #[inline(always)]
+    fn settle_once(mut self, verdict: Verdict, note: Option<&Note>) {
+        self.settled = true;
+        self.breaker
+            .settle_noted(self.ticket, self.started, verdict, note);
     }
 }
 
@@ -201,18 +225,13 @@ macro_rules! reporting {
                 }
                 let message = view.as_error().map(|e| e as &dyn fmt::Display);
                 let note = Note::new::<E>(message);
-                let this = ManuallyDrop::new(self);
-                this.breaker
-                    .settle_noted(this.ticket, this.started, verdict, Some(&note));
+                self.settle_once(verdict, Some(&note));
             }
 
             /// Reports `verdict` (an `Outcome`, its old name, works too).
             #[inline(always)]
             pub fn record(self, verdict: Verdict) {
-                // Settled here, so the drop (which would count a failure)
-                // must not run.
-                let this = ManuallyDrop::new(self);
-                this.breaker.settle(this.ticket, this.started, verdict);
+                self.settle_once(verdict, None);
             }
         }
 
@@ -239,7 +258,9 @@ impl Drop for Permit<'_> {
 
 impl Drop for OwnedPermit {
     fn drop(&mut self) {
-        self.breaker
-            .settle(self.ticket, self.started, Verdict::Failure);
+        if !self.settled {
+            self.breaker
+                .settle(self.ticket, self.started, Verdict::Failure);
+        }
     }
 }

@@ -52,6 +52,10 @@ type TripFn = dyn Fn(&WindowCounts) -> bool + Send + Sync;
 /// recorded call, besides the built-in conditions (which go first); its
 /// name is in [`Reason::TripPredicate`](crate::Reason::TripPredicate).
 ///
+/// It runs under the breaker's lock, on the thread that records the call:
+/// keep it quick, and never call the breaker from it (that would
+/// deadlock). A predicate that panics does not hold.
+///
 /// ```
 /// use fusebox::{TripPredicate, WindowCounts};
 ///
@@ -136,6 +140,11 @@ type PeriodFn = dyn Fn(&OpenPeriodInput) -> Duration + Send + Sync;
 /// `BreakDurationGenerator`. `max_open_duration` stays the ceiling, and a
 /// dependency's `Verdict::Throttled` request still lengthens the period up
 /// to it.
+///
+/// It runs under the breaker's lock, when the breaker opens and when a
+/// snapshot predicts a re-open: keep it quick, and never call the breaker
+/// from it (that would deadlock). If it panics, the built-in backoff gives
+/// the period.
 ///
 /// ```
 /// use fusebox::{OpenPeriod, OpenPeriodInput};

@@ -130,6 +130,12 @@ impl Ramping {
         self.ppm(now) as f64 / MILLION as f64
     }
 
+    /// Whether [`admit`](Self::admit) would admit a call offered at `now`,
+    /// changing nothing.
+    pub(crate) fn would_admit(&self, now: u64) -> bool {
+        self.is_over(now) || self.credit.saturating_add(self.ppm(now)) >= MILLION
+    }
+
     /// Decides on one call offered at `now`: over any run of calls at one
     /// fraction, at most one more than that fraction of them is admitted,
     /// and at least one fewer.

@@ -770,3 +770,17 @@ mod maintenance {
         unchanged(&registry);
     }
 }
+
+#[test]
+fn an_actor_or_reason_with_a_control_character_gets_400_and_changes_nothing() {
+    let (registry, admin) = start();
+    for body in [
+        r#"{"actor": "alice", "reason": "x\nbreaker `news`: Open -> Closed (reset by ops: ok)"}"#,
+        r#"{"actor": "alice\r\nmallory", "reason": "x"}"#,
+        r#"{"actor": "alice", "reason": "x\u001b[2K"}"#,
+    ] {
+        let answer = post(admin.addr(), "/breakers/news/force-open", bearer(), body);
+        assert_eq!(answer.status, 400, "{body:?}: {}", answer.body);
+    }
+    unchanged(&registry);
+}

@@ -317,3 +317,32 @@ fn a_bulkhead_name_follows_the_breaker_name_rules() {
     assert_eq!(ok.name(), "refdata-bulkhead");
     assert_eq!(&*ok.snapshot().name, "refdata-bulkhead");
 }
+
+#[test]
+fn a_call_through_the_bulkhead_is_judged_by_the_result_classifier() {
+    let (builder, _mock) = quiet("quotes");
+    let breaker = builder
+        .consecutive_failure_threshold(1)
+        .result_classifier(fusebox::ResultClassifier::for_type(|price: &f64| {
+            if *price > 0.0 {
+                fusebox::Verdict::Success
+            } else {
+                fusebox::Verdict::Failure
+            }
+        }))
+        .build()
+        .unwrap();
+    let zero = bulkhead(1).call(&breaker, || Ok::<f64, DepError>(0.0));
+    assert_eq!(zero.unwrap(), 0.0, "returned unchanged");
+    assert_eq!(breaker.state(), State::Open, "a zero price is a failure");
+}
+
+#[test]
+fn a_failure_through_the_bulkhead_is_what_opened_the_breaker() {
+    let (breaker, _mock) = consecutive(1);
+    bulkhead(1)
+        .call(&breaker, || Err::<u32, _>(DepError::Outage(Outage)))
+        .unwrap_err();
+    assert_eq!(breaker.state(), State::Open);
+    assert!(breaker.last_failure().is_some(), "the failure is kept");
+}

@@ -193,3 +193,76 @@ fn the_probe_waits_for_the_end_of_a_maintenance_window() {
     assert_eq!(next(&sub).to, State::Closed);
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
+
+#[test]
+fn would_permit_agrees_with_a_forced_closed_breaker_that_has_a_health_probe() {
+    let (probe, _) = counting_probe(true);
+    let (b, _mock, _sub) = with_probe(probe);
+    b.force_closed("ops", "vendor confirmed healthy");
+    assert!(b.would_permit(), "forced closed admits every call");
+    succeed(&b).unwrap();
+}
+
+#[test]
+fn would_permit_agrees_with_a_forced_open_override_past_its_expiry() {
+    let (probe, _) = counting_probe(true);
+    let (b, mock, _sub) = with_probe(probe);
+    b.force_open_for("ops", "vendor maintenance", 10 * SEC);
+    assert!(!b.would_permit());
+    mock.increment(10 * SEC);
+    assert!(b.would_permit(), "the next call ends the override and goes");
+    succeed(&b).unwrap();
+}
+
+#[test]
+fn the_probe_thread_hands_the_changes_it_causes_to_the_notifier() {
+    let threads = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Arc::clone(&threads);
+    let (probe, _) = counting_probe(true);
+    let (builder, mock) = quiet("corporate-actions");
+    let b = builder
+        .consecutive_failure_threshold(1)
+        .open_duration(10 * SEC)
+        .health_probe(probe)
+        .on_state_change(move |_| {
+            let name = std::thread::current().name().map(str::to_owned);
+            seen.lock().unwrap().push(name);
+        })
+        .build()
+        .unwrap();
+    let sub = b.subscribe(64).unwrap();
+    trip(&b, 1);
+    assert_eq!(next(&sub).to, State::Open);
+    mock.increment(10 * SEC);
+    assert_eq!(next(&sub).to, State::HalfOpen);
+    assert_eq!(next(&sub).to, State::Closed);
+    let threads = threads.lock().unwrap();
+    assert_eq!(threads.len(), 3);
+    assert!(
+        threads[1..]
+            .iter()
+            .all(|t| t.as_deref() != Some("fusebox-health-probe")),
+        "a callback that blocks would hold up every breaker's probes: {threads:?}"
+    );
+}
+
+#[test]
+fn calls_in_flight_count_the_health_probe_as_admitted() {
+    let (probe, _) = counting_probe(true);
+    let (builder, mock) = quiet("corporate-actions");
+    let b = builder
+        .consecutive_failure_threshold(1)
+        .open_duration(10 * SEC)
+        .count_calls_in_flight(true)
+        .health_probe(probe)
+        .build()
+        .unwrap();
+    let sub = b.subscribe(64).unwrap();
+    trip(&b, 1);
+    assert_eq!(next(&sub).to, State::Open);
+    mock.increment(10 * SEC);
+    assert_eq!(next(&sub).to, State::HalfOpen);
+    assert_eq!(next(&sub).to, State::Closed);
+    let _out = b.try_acquire().unwrap();
+    assert_eq!(b.snapshot().calls_in_flight, Some(1));
+}

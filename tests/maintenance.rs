@@ -334,3 +334,53 @@ mod declared {
             .unwrap();
     }
 }
+
+#[test]
+fn a_neutral_probe_gives_its_place_back_under_a_probe_cap() {
+    let (b, mock) = with_window(|b| b.open_duration(5 * SEC).half_open_max_probes(1u32));
+    mock.increment(5 * SEC);
+    trip(&b, 3);
+    mock.increment(5 * SEC); // 10 s: half-open, in the window
+    fail(&b).unwrap_err();
+    assert_eq!(b.snapshot().probes_in_flight, 0);
+    succeed(&b).expect("the neutral probe used up no place: the next call probes");
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[test]
+fn neutral_probes_do_not_use_up_a_half_open_rate_round() {
+    let (b, mock) = with_window(|b| {
+        b.open_duration(5 * SEC)
+            .half_open_rate(fusebox::HalfOpenRate {
+                probes: 1,
+                failure_rate_threshold: 0.5,
+            })
+    });
+    mock.increment(5 * SEC);
+    trip(&b, 3);
+    mock.increment(5 * SEC); // 10 s: half-open, in the window
+    fail(&b).unwrap_err();
+    succeed(&b).expect("the round has not been used up by a neutral failure");
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[test]
+fn would_permit_says_no_inside_a_short_circuiting_window() {
+    let (b, mock) = with_window(|b| b.short_circuit_in_maintenance(true));
+    assert!(b.would_permit());
+    mock.increment(15 * SEC);
+    assert!(!b.would_permit(), "a call made now is refused");
+    refused(succeed(&b));
+    mock.increment(5 * SEC);
+    assert!(b.would_permit());
+    succeed(&b).unwrap();
+}
+
+#[test]
+fn a_neutral_failure_is_no_longer_in_flight() {
+    let (b, mock) = with_window(|b| b.count_calls_in_flight(true));
+    mock.increment(10 * SEC);
+    fail(&b).unwrap_err();
+    assert_eq!(b.snapshot().neutral_failures, 1);
+    assert_eq!(b.snapshot().calls_in_flight, Some(0));
+}

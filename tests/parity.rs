@@ -572,3 +572,39 @@ fn calls_in_flight_are_not_counted_by_default() {
     let _p = b.try_acquire().unwrap();
     assert_eq!(b.snapshot().calls_in_flight, None);
 }
+
+#[test]
+fn a_trip_predicate_that_panics_holds_no_breaker_up() {
+    let (b, _mock) = quiet("predicate");
+    let b = b
+        .consecutive_failure_threshold(2)
+        .trip_predicate(TripPredicate::new("panics", |c: &WindowCounts| {
+            assert!(c.failures == 0, "a bug in the predicate");
+            false
+        }))
+        .build()
+        .unwrap();
+    succeed(&b).unwrap();
+    fail(&b).unwrap_err();
+    fail(&b).unwrap_err();
+    assert_eq!(b.state(), State::Open, "the built-in condition still trips");
+    assert_eq!(b.snapshot().totals.failures, 2);
+}
+
+#[test]
+fn an_open_period_function_that_panics_falls_back_to_the_backoff() {
+    let (b, mock) = quiet("period");
+    let b = b
+        .consecutive_failure_threshold(1)
+        .open_duration(7 * SEC)
+        .open_period(OpenPeriod::new(|_: &OpenPeriodInput| -> Duration {
+            panic!("a bug in the period function")
+        }))
+        .build()
+        .unwrap();
+    fail(&b).unwrap_err();
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(b.snapshot().retry_after, Some(7 * SEC));
+    mock.increment(7 * SEC);
+    assert_eq!(b.state(), State::HalfOpen);
+}

@@ -233,3 +233,37 @@ fn would_permit_is_false_once_a_probe_has_overstayed() {
     assert_eq!(b.snapshot().trips, trips + 1, "and that call reopens it");
     drop(hung);
 }
+
+/// A breaker whose callback holds `token`: the breaker's memory is freed
+/// when the token's count falls back to one.
+fn holding(token: &std::sync::Arc<()>) -> Breaker {
+    let held = std::sync::Arc::clone(token);
+    let (builder, _mock) = quiet("refdata");
+    builder
+        .consecutive_failure_threshold(100)
+        .on_state_change(move |_| {
+            let _ = &held;
+        })
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn an_owned_permit_that_reports_lets_the_breaker_be_freed() {
+    let token = std::sync::Arc::new(());
+    let b = holding(&token);
+    b.try_acquire_owned().unwrap().success();
+    b.try_acquire_owned().unwrap().failure();
+    b.try_acquire_owned().unwrap().ignore();
+    let answer: Result<u32, DepError> = Err(DepError::Outage(Outage));
+    b.try_acquire_owned().unwrap().finish(&answer);
+    b.try_acquire_owned().unwrap().finish_any(&answer);
+    b.try_acquire_owned().unwrap().record(Verdict::Success);
+    drop(b.try_acquire_owned().unwrap());
+    drop(b);
+    assert_eq!(
+        std::sync::Arc::strong_count(&token),
+        1,
+        "the breaker leaked"
+    );
+}

@@ -228,3 +228,40 @@ fn build_refuses_a_ramp_that_starts_at_nothing() {
         .unwrap_err();
     assert_eq!(err.field(), "ramp_up");
 }
+
+#[test]
+fn a_half_open_rate_round_that_closes_starts_the_ramp() {
+    let (builder, mock) = quiet("vendor");
+    let b = builder
+        .consecutive_failure_threshold(1)
+        .open_duration(10 * SEC)
+        .half_open_max_calls(2u32)
+        .half_open_rate(fusebox::HalfOpenRate {
+            probes: 2,
+            failure_rate_threshold: 0.5,
+        })
+        .ramp_up(RampUp::linear(10 * SEC, 0.2))
+        .build()
+        .unwrap();
+    trip(&b, 1);
+    mock.increment(10 * SEC);
+    succeed(&b).unwrap();
+    succeed(&b).unwrap();
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(
+        b.snapshot().ramp_fraction,
+        Some(0.2),
+        "the ramp starts on close"
+    );
+}
+
+#[test]
+fn would_permit_answers_as_the_ramp_would_decide() {
+    let (b, mock) = ramping();
+    recover(&b, &mock, 1);
+    for _ in 0..20 {
+        let predicted = b.would_permit();
+        let admitted = succeed(&b).is_ok();
+        assert_eq!(predicted, admitted);
+    }
+}

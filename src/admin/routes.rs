@@ -192,13 +192,20 @@ fn mutate(shared: &Shared, head: &Head, conn: &mut Conn, name: &str, action: Act
     }
 }
 
-/// A 400 for an actor or reason that is blank or too long.
+/// A 400 for an actor or reason that is blank, too long, or holds a
+/// control character (they go into log lines, which they must not forge).
 fn check_text(actor: &str, reason: &str) -> Option<Reply> {
     for (field, text) in [("actor", actor), ("reason", reason)] {
         if text.trim().is_empty() || text.len() > MAX_TEXT {
             return Some(Reply::error(
                 400,
                 &format!("`{field}` must be 1 to {MAX_TEXT} bytes, not blank"),
+            ));
+        }
+        if text.chars().any(char::is_control) {
+            return Some(Reply::error(
+                400,
+                &format!("`{field}` must hold no control character"),
             ));
         }
     }

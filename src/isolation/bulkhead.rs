@@ -198,10 +198,11 @@ impl Bulkhead {
     pub fn call<T, E, F>(&self, breaker: &Breaker, f: F) -> Result<T, IsolationError<E>>
     where
         F: FnOnce() -> Result<T, E>,
+        T: 'static,
         E: StdError + 'static,
     {
         let (permit, _slot) = self.admit(breaker).map_err(Refusal::into_error)?;
-        settle(breaker, permit, f())
+        settle(permit, f())
     }
 
     /// A breaker permit and a slot, in that order (see [`call`](Self::call)).

@@ -262,7 +262,7 @@ impl DeadlinePool {
         E: StdError + Send + 'static,
     {
         let permit = breaker.try_acquire().map_err(IsolationError::Rejected)?;
-        self.run_with_permit(breaker, permit, deadline, f)
+        self.run_with_permit(permit, deadline, f)
     }
 
     /// Runs `f` on the pool with no breaker, and waits at most the pool's
@@ -289,7 +289,6 @@ impl DeadlinePool {
     /// The pool's half of a guarded call, once the breaker has admitted it.
     pub(super) fn run_with_permit<T, E, F>(
         &self,
-        breaker: &Breaker,
         permit: Permit<'_>,
         deadline: Duration,
         f: F,
@@ -307,7 +306,7 @@ impl DeadlinePool {
             }
         };
         match pending.wait(deadline) {
-            Waited::Returned(result) => settle(breaker, permit, result),
+            Waited::Returned(result) => settle(permit, result),
             Waited::Panicked(payload) => {
                 permit.failure();
                 resume_unwind(payload)

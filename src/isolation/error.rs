@@ -5,7 +5,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::time::Duration;
 
-use crate::{Breaker, CallError, ConfigError, Permit, Rejected};
+use crate::{CallError, ConfigError, Permit, Rejected};
 
 /// Which layer had no room for a call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -246,30 +246,17 @@ pub enum BuildError {
     },
 }
 
-/// Reports what a call that was made returned, as `Breaker::call` does.
+/// Reports what a call that was made returned, as `Breaker::call` does:
+/// an `Ok` through the result classifier, an error through the classifier,
+/// with the failure kept in case the breaker opens on it.
 #[inline(always)]
-pub(super) fn settle<T, E>(
-    breaker: &Breaker,
-    permit: Permit<'_>,
-    result: Result<T, E>,
-) -> Result<T, IsolationError<E>>
+pub(super) fn settle<T, E>(permit: Permit<'_>, result: Result<T, E>) -> Result<T, IsolationError<E>>
 where
+    T: 'static,
     E: StdError + 'static,
 {
-    match result {
-        Ok(value) => {
-            permit.success();
-            Ok(value)
-        }
-        Err(err) => {
-            permit.record(
-                breaker
-                    .classifier()
-                    .classify_view(crate::ErrorView::of_error(&err)),
-            );
-            Err(IsolationError::Failed(err))
-        }
-    }
+    permit.finish(&result);
+    result.map_err(IsolationError::Failed)
 }
 
 /// The configuration error for a limit of zero.

@@ -149,8 +149,8 @@ impl Isolated {
         // The bulkhead slot, if any, is held until the caller returns: at
         // the result, or at the deadline.
         match (&self.pool, deadline) {
-            (Some(pool), Some(deadline)) => pool.run_with_permit(breaker, permit, deadline, f),
-            _ => settle(breaker, permit, f()),
+            (Some(pool), Some(deadline)) => pool.run_with_permit(permit, deadline, f),
+            _ => settle(permit, f()),
         }
     }
 }

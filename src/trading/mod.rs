@@ -308,6 +308,17 @@ impl Recovering {
         }
     }
 
+    /// Whether [`admit_closed`](Self::admit_closed) would admit a call
+    /// offered at `now`, changing nothing.
+    pub(crate) fn would_admit_closed(&self, now: u64) -> bool {
+        let in_window = self.short_circuit
+            && self
+                .plan
+                .as_ref()
+                .is_some_and(|p| p.window_at(now).is_some());
+        !in_window && self.ramping.as_ref().is_none_or(|r| r.would_admit(now))
+    }
+
     /// Whether `outcome`, reported at `now`, is neutral: a failure inside a
     /// maintenance window. Counts it as such.
     pub(crate) fn is_neutral(&mut self, now: u64, outcome: Verdict) -> bool {
