@@ -180,12 +180,46 @@ impl fmt::Display for Reason {
             Reason::ProbeSlow { elapsed } => write!(f, "probe was slow ({})", Millis(*elapsed)),
             Reason::ProbeExpired => f.write_str("probe did not report back in time"),
             Reason::RampFailed => f.write_str("a call failed during the ramp-up"),
-            Reason::ForcedOpen { actor, note } => write!(f, "forced open by {actor}: {note}"),
-            Reason::ForcedClosed { actor, note } => write!(f, "forced closed by {actor}: {note}"),
+            Reason::ForcedOpen { actor, note } => {
+                write!(
+                    f,
+                    "forced open by {}: {}",
+                    Printable(actor),
+                    Printable(note)
+                )
+            }
+            Reason::ForcedClosed { actor, note } => {
+                write!(
+                    f,
+                    "forced closed by {}: {}",
+                    Printable(actor),
+                    Printable(note)
+                )
+            }
             Reason::OverrideExpired => f.write_str("the operator override expired"),
-            Reason::Reset { actor, note } => write!(f, "reset by {actor}: {note}"),
+            Reason::Reset { actor, note } => {
+                write!(f, "reset by {}: {}", Printable(actor), Printable(note))
+            }
             Reason::Fleet => f.write_str("the fleet's shared state"),
         }
+    }
+}
+
+/// Text from an operator (an actor, a note) as a log line shows it: control
+/// characters escaped (`\n`, `\u{1b}`), so that no note can end a log line
+/// and forge the next one.
+pub(crate) struct Printable<'a>(pub(crate) &'a str);
+
+impl fmt::Display for Printable<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for c in self.0.chars() {
+            if c.is_control() {
+                write!(f, "{}", c.escape_default())?;
+            } else {
+                fmt::Write::write_char(f, c)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -465,6 +499,20 @@ impl Subscribers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_operators_note_cannot_forge_a_log_line() {
+        let reason = Reason::ForcedOpen {
+            actor: "ops\nbreaker `x`: closed -> open".into(),
+            note: "vendor down\r\u{1b}[2K".into(),
+        };
+        let line = reason.to_string();
+        assert!(!line.chars().any(char::is_control), "{line:?}");
+        assert_eq!(
+            line,
+            "forced open by ops\\nbreaker `x`: closed -> open: vendor down\\r\\u{1b}[2K"
+        );
+    }
 
     #[test]
     fn a_dropped_subscription_leaves_at_once() {

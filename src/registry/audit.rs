@@ -71,7 +71,7 @@ impl fmt::Display for AuditRecord {
             f,
             "override #{}: {} {} breaker `{}`: {}",
             self.seq,
-            self.actor,
+            crate::events::Printable(&self.actor),
             match self.action {
                 Action::ForceOpen => "forced open",
                 Action::ForceClosed => "forced closed",
@@ -79,7 +79,7 @@ impl fmt::Display for AuditRecord {
                 Action::Maintenance => "declared maintenance of",
             },
             self.breaker,
-            self.reason
+            crate::events::Printable(&self.reason)
         )?;
         if let Some(d) = self.expires_after {
             write!(f, " (expires after {d:?})")?;
