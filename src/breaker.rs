@@ -307,20 +307,11 @@ impl Breaker {
         T: 'static,
         E: StdError + 'static,
     {
-        let permit = self.try_acquire().map_err(CallError::Rejected)?;
-        match f() {
-            Ok(value) if self.inner.result_classifier.is_none() => {
-                permit.success();
-                Ok(value)
-            }
-            Ok(value) => Ok(permit.judged_value(value)),
-            Err(err) => {
-                let view = ErrorView::of_error(&err);
-                let verdict = self.inner.classifier.classify_view(view);
-                permit.record_failed::<E>(verdict, view);
-                Err(CallError::Failed(err))
-            }
-        }
+        self.guarded(f, |permit, err| {
+            let view = ErrorView::of_error(err);
+            let verdict = self.inner.classifier.classify_view(view);
+            permit.record_failed::<E>(verdict, view);
+        })
     }
 
     /// Runs `f` through the breaker, for an error type of any kind:
@@ -363,19 +354,10 @@ impl Breaker {
         T: 'static,
         E: 'static,
     {
-        let permit = self.try_acquire().map_err(CallError::Rejected)?;
-        match f() {
-            Ok(value) if self.inner.result_classifier.is_none() => {
-                permit.success();
-                Ok(value)
-            }
-            Ok(value) => Ok(permit.judged_value(value)),
-            Err(err) => {
-                let verdict = self.inner.classifier.classify_value(&err);
-                permit.record_failed::<E>(verdict, ErrorView::of_value(&err));
-                Err(CallError::Failed(err))
-            }
-        }
+        self.guarded(f, |permit, err| {
+            let verdict = self.inner.classifier.classify_value(err);
+            permit.record_failed::<E>(verdict, ErrorView::of_value(err));
+        })
     }
 
     /// Runs `f` through the breaker with a classifier of its own for this
@@ -403,6 +385,27 @@ impl Breaker {
         T: 'static,
         E: 'static,
     {
+        self.guarded(f, |permit, err| {
+            let view = ErrorView::of_value(err);
+            let verdict = if view.is_refusal() {
+                Verdict::Ignore
+            } else {
+                classify(err)
+            };
+            permit.record_failed::<E>(verdict, view);
+        })
+    }
+
+    /// What `call`, `call_any` and `call_with` share: admission, the call,
+    /// a success (judged by the result classifier only when there is one),
+    /// and `failed` to classify and report an error.
+    #[inline(always)]
+    fn guarded<T, E, F, R>(&self, f: F, failed: R) -> Result<T, CallError<E>>
+    where
+        F: FnOnce() -> Result<T, E>,
+        R: FnOnce(Permit<'_>, &E),
+        T: 'static,
+    {
         let permit = self.try_acquire().map_err(CallError::Rejected)?;
         match f() {
             Ok(value) if self.inner.result_classifier.is_none() => {
@@ -411,13 +414,7 @@ impl Breaker {
             }
             Ok(value) => Ok(permit.judged_value(value)),
             Err(err) => {
-                let view = ErrorView::of_value(&err);
-                let verdict = if view.is_refusal() {
-                    Verdict::Ignore
-                } else {
-                    classify(&err)
-                };
-                permit.record_failed::<E>(verdict, view);
+                failed(permit, &err);
                 Err(CallError::Failed(err))
             }
         }
