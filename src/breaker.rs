@@ -1188,7 +1188,7 @@ impl Handoff for Inner {
 
 /// The instant `lasting` after `now`, in clock nanoseconds.
 fn until(now: u64, lasting: Duration) -> u64 {
-    now.saturating_add(lasting.as_nanos().min(u128::from(u64::MAX >> 2)) as u64)
+    now.saturating_add(crate::machine::nanos(lasting))
 }
 
 impl fmt::Debug for Breaker {

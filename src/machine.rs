@@ -90,7 +90,9 @@ pub(crate) const GATE_GENERATION_SHIFT: u32 = 35;
 /// Generations count modulo 2^29, what the gate has room for.
 const GENERATION_MASK: u64 = u64::MAX >> GATE_GENERATION_SHIFT;
 
-fn nanos(d: Duration) -> u64 {
+/// A duration in clock nanoseconds, capped where an open gate word can still
+/// hold it (`u64::MAX >> 2`): the one conversion every deadline goes through.
+pub(crate) fn nanos(d: Duration) -> u64 {
     d.as_nanos().min(u128::from(u64::MAX >> 2)) as u64
 }
 

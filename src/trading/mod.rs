@@ -260,7 +260,7 @@ impl Recovering {
                 anchor,
                 windows: r.windows.clone(),
                 deadlines: r.deadlines.clone(),
-                lead: r.lead.as_nanos().min(u128::from(u64::MAX >> 2)) as u64,
+                lead: crate::machine::nanos(r.lead),
             }),
             anchor: r.anchor,
             short_circuit: r.short_circuit,
