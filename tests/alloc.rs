@@ -16,19 +16,6 @@ mod counting_alloc;
 #[global_allocator]
 static GLOBAL: counting_alloc::Counting = counting_alloc::Counting;
 
-/// Allocations made by this thread while running `f` 1 000 times, after
-/// 100 runs of warm-up (the first clock read sets quanta's clock up).
-fn allocations(mut f: impl FnMut()) -> u64 {
-    for _ in 0..100 {
-        f();
-    }
-    counting_alloc::allocations_in(|| {
-        for _ in 0..1_000 {
-            f();
-        }
-    })
-}
-
 /// Long enough that an open breaker stays open for the whole test.
 const HOUR: Duration = Duration::from_secs(3600);
 
@@ -75,7 +62,7 @@ fn open(breaker: Breaker) -> Breaker {
 fn the_counter_sees_an_allocation() {
     // Guards every other test here: a counter that saw nothing would pass
     // them all.
-    let n = allocations(|| {
+    let n = counting_alloc::allocations_per_1000(|| {
         black_box(Box::new(black_box(1_u64)));
     });
     assert_eq!(n, 1_000);
@@ -84,7 +71,7 @@ fn the_counter_sees_an_allocation() {
 #[test]
 fn a_successful_call_on_a_closed_breaker_allocates_nothing() {
     for breaker in [default_config(), cheapest_config()] {
-        let n = allocations(|| {
+        let n = counting_alloc::allocations_per_1000(|| {
             assert_eq!(breaker.call(ok).unwrap(), 7);
         });
         assert_eq!(n, 0);
@@ -95,7 +82,7 @@ fn a_successful_call_on_a_closed_breaker_allocates_nothing() {
 #[test]
 fn a_call_reported_through_a_permit_allocates_nothing() {
     let breaker = cheapest_config();
-    let n = allocations(|| {
+    let n = counting_alloc::allocations_per_1000(|| {
         let permit = breaker.try_acquire().unwrap();
         permit.success();
     });
@@ -108,7 +95,7 @@ fn a_failed_call_allocates_nothing() {
         // One call in three fails: never five in a row, and a failure rate
         // under one half, so the breaker stays closed throughout.
         let mut i = 0_u32;
-        let n = allocations(|| {
+        let n = counting_alloc::allocations_per_1000(|| {
             i += 1;
             let result = breaker.call(if i % 3 == 0 { timed_out } else { ok });
             assert!(matches!(result, Err(CallError::Failed(_))) == (i % 3 == 0));
@@ -122,7 +109,7 @@ fn a_failed_call_allocates_nothing() {
 #[test]
 fn a_refused_call_on_an_open_breaker_allocates_nothing() {
     for breaker in [open(default_config()), open(cheapest_config())] {
-        let n = allocations(|| {
+        let n = counting_alloc::allocations_per_1000(|| {
             let err = breaker.call(ok).unwrap_err();
             assert!(matches!(err, CallError::Rejected(_)));
         });
@@ -135,7 +122,7 @@ fn a_refused_call_on_an_open_breaker_allocates_nothing() {
 fn a_refused_call_on_a_forced_open_breaker_allocates_nothing() {
     let breaker = cheapest_config();
     breaker.force_open("ops", "vendor maintenance");
-    let n = allocations(|| {
+    let n = counting_alloc::allocations_per_1000(|| {
         assert!(breaker.call(ok).unwrap_err().is_rejected());
     });
     assert_eq!(n, 0);
@@ -145,7 +132,7 @@ fn a_refused_call_on_a_forced_open_breaker_allocates_nothing() {
 fn a_snapshot_allocates_nothing() {
     // Open, so the snapshot also copies the last state change.
     let breaker = open(default_config());
-    let n = allocations(|| {
+    let n = counting_alloc::allocations_per_1000(|| {
         let snap = breaker.snapshot();
         assert_eq!(snap.state, State::Open);
         assert!(snap.last_transition.is_some());
@@ -155,7 +142,7 @@ fn a_snapshot_allocates_nothing() {
     let breaker = cheapest_config();
     breaker.force_open("ops", "vendor maintenance");
     breaker.reset("ops", "maintenance over");
-    let n = allocations(|| {
+    let n = counting_alloc::allocations_per_1000(|| {
         let snap = breaker.snapshot();
         assert_eq!(snap.last_transition.unwrap().reason.actor(), Some("ops"));
     });

@@ -16,19 +16,6 @@ mod counting_alloc;
 #[global_allocator]
 static GLOBAL: counting_alloc::Counting = counting_alloc::Counting;
 
-/// Allocations made by this thread while running `f` 1 000 times, after
-/// 100 runs of warm-up.
-fn allocations(mut f: impl FnMut()) -> u64 {
-    for _ in 0..100 {
-        f();
-    }
-    counting_alloc::allocations_in(|| {
-        for _ in 0..1_000 {
-            f();
-        }
-    })
-}
-
 const HOUR: Duration = Duration::from_secs(3600);
 
 /// An application's own error type, with no `Error` impl.
@@ -54,7 +41,7 @@ fn ok() -> Result<u64, Quote> {
 
 #[test]
 fn the_counter_sees_an_allocation() {
-    let n = allocations(|| {
+    let n = counting_alloc::allocations_per_1000(|| {
         black_box(Box::new(black_box(1_u64)));
     });
     assert_eq!(n, 1_000);
@@ -63,8 +50,13 @@ fn the_counter_sees_an_allocation() {
 #[test]
 fn call_any_and_call_with_on_a_closed_breaker_allocate_nothing() {
     let b = breaker();
-    assert_eq!(allocations(|| assert_eq!(b.call_any(ok).unwrap(), 7)), 0);
-    let n = allocations(|| assert_eq!(b.call_with(|_| Verdict::Failure, ok).unwrap(), 7));
+    assert_eq!(
+        counting_alloc::allocations_per_1000(|| assert_eq!(b.call_any(ok).unwrap(), 7)),
+        0
+    );
+    let n = counting_alloc::allocations_per_1000(|| {
+        assert_eq!(b.call_with(|_| Verdict::Failure, ok).unwrap(), 7)
+    });
     assert_eq!(n, 0);
     assert_eq!(b.snapshot().totals.successes, 2_200);
 }
@@ -76,25 +68,31 @@ fn call_any_refused_by_an_open_breaker_allocates_nothing() {
         let _ = b.call_any(|| Err::<u64, _>(Quote::Timeout));
     }
     assert_eq!(b.state(), State::Open);
-    let n = allocations(|| {
+    let n = counting_alloc::allocations_per_1000(|| {
         assert!(matches!(b.call_any(ok), Err(CallError::Rejected(_))));
     });
     assert_eq!(n, 0);
-    assert_eq!(allocations(|| assert!(!b.would_permit())), 0);
+    assert_eq!(
+        counting_alloc::allocations_per_1000(|| assert!(!b.would_permit())),
+        0
+    );
 }
 
 #[test]
 fn owned_and_finished_permits_allocate_nothing() {
     let b = breaker();
-    let n = allocations(|| {
+    let n = counting_alloc::allocations_per_1000(|| {
         let permit = b.try_acquire_owned().unwrap();
         permit.success();
     });
     assert_eq!(n, 0);
-    let n = allocations(|| {
+    let n = counting_alloc::allocations_per_1000(|| {
         let permit = b.try_acquire().unwrap();
         assert_eq!(permit.finish_any(&ok()), Verdict::Success);
     });
     assert_eq!(n, 0);
-    assert_eq!(allocations(|| assert!(b.would_permit())), 0);
+    assert_eq!(
+        counting_alloc::allocations_per_1000(|| assert!(b.would_permit())),
+        0
+    );
 }

@@ -28,6 +28,21 @@ pub fn allocations_in(f: impl FnOnce()) -> u64 {
     ALLOCATIONS.with(Cell::get) - before
 }
 
+/// Allocations made by this thread while running `f` 1 000 times, after
+/// 100 runs of warm-up (the first clock read sets quanta's clock up).
+// Not every test binary that includes this file repeats its calls.
+#[allow(dead_code)]
+pub fn allocations_per_1000(mut f: impl FnMut()) -> u64 {
+    for _ in 0..100 {
+        f();
+    }
+    allocations_in(|| {
+        for _ in 0..1_000 {
+            f();
+        }
+    })
+}
+
 // SAFETY: every method forwards to `System` with its arguments unchanged.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
