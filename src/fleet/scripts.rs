@@ -50,19 +50,30 @@ local function holds_lease(token)
   return state == 'open' and redis.call('GET', KEYS[2]) == token
     and tonumber(string.match(token, '^(%d+):')) == epoch
 end
+-- A new period: open for `open_ms` from now (or closed when `open_ms` is
+-- nil) at backoff `step`; the lease of the last period ends, and the
+-- change is announced on `channel` as `name`.
+local function new_period(open_ms, step, channel, name)
+  epoch = epoch + 1
+  if open_ms then
+    state = 'open'
+    open_until = now + tonumber(open_ms)
+  else
+    state = 'closed'
+    open_until = 0
+  end
+  redis.call('HSET', KEYS[1], 'state', state, 'epoch', epoch, 'open_until', open_until, 'step', step)
+  redis.call('DEL', KEYS[2])
+  redis.call('PUBLISH', channel, name)
+  return view(1)
+end
 "#;
 
 /// A local trip: ARGV = open_ms, step, channel, name. Opens the fleet's
 /// breaker for `open_ms` from the server's now, unless it is open already.
 const TRIP: &str = r#"
 if state ~= 'open' then
-  state = 'open'
-  epoch = epoch + 1
-  open_until = now + tonumber(ARGV[1])
-  redis.call('HSET', KEYS[1], 'state', state, 'epoch', epoch, 'open_until', open_until, 'step', ARGV[2])
-  redis.call('DEL', KEYS[2])
-  redis.call('PUBLISH', ARGV[3], ARGV[4])
-  return view(1)
+  return new_period(ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 end
 return view(0)
 "#;
@@ -71,12 +82,7 @@ return view(0)
 /// name. A new open period, only if `token` still holds this period's lease.
 const REOPEN: &str = r#"
 if holds_lease(ARGV[1]) then
-  epoch = epoch + 1
-  open_until = now + tonumber(ARGV[2])
-  redis.call('HSET', KEYS[1], 'epoch', epoch, 'open_until', open_until, 'step', ARGV[3])
-  redis.call('DEL', KEYS[2])
-  redis.call('PUBLISH', ARGV[4], ARGV[5])
-  return view(1)
+  return new_period(ARGV[2], ARGV[3], ARGV[4], ARGV[5])
 end
 return view(0)
 "#;
@@ -85,13 +91,7 @@ return view(0)
 /// the fleet's breaker, only if `token` still holds this period's lease.
 const CLOSE: &str = r#"
 if holds_lease(ARGV[1]) then
-  state = 'closed'
-  epoch = epoch + 1
-  open_until = 0
-  redis.call('HSET', KEYS[1], 'state', state, 'epoch', epoch, 'open_until', 0, 'step', 0)
-  redis.call('DEL', KEYS[2])
-  redis.call('PUBLISH', ARGV[2], ARGV[3])
-  return view(1)
+  return new_period(nil, 0, ARGV[2], ARGV[3])
 end
 return view(0)
 "#;
