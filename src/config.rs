@@ -333,7 +333,8 @@ impl<T> BreakerBuilder<T> {
         /// `slow_call_rate_threshold` and the trip predicate over the last
         /// `n` calls (1 to 1 000 000), however old, instead of over
         /// `failure_window` (Resilience4j's `COUNT_BASED` window).
-        /// `minimum_calls` must not exceed `n`.
+        /// `minimum_calls` must not exceed `n`, and at least one of those
+        /// conditions must be set, or `build()` refuses `count_window`.
         ///
         /// Cost: `n` bytes, allocated at build; every success takes the
         /// breaker's lock, about the cost of a failure.
@@ -544,6 +545,13 @@ impl<T> BreakerBuilder<T> {
                 s.minimum_calls <= n,
                 "must not exceed count_window, or no rate is ever judged",
                 format_args!("{} > {n}", s.minimum_calls),
+            )?;
+            check(
+                "count_window",
+                s.uses_window(),
+                "needs a window condition (window_failure_threshold, failure_rate_threshold, \
+                 slow_call_rate_threshold or trip_predicate) to judge, or it is never read",
+                n,
             )?;
         }
         if let Some(d) = s.closed_interval {

@@ -462,6 +462,13 @@ fn the_peer_parity_settings_are_checked_and_name_their_field() {
     refused_for(valid().count_window(0), "count_window");
     refused_for(valid().count_window(2_000_000), "count_window");
     refused_for(valid().count_window(10).minimum_calls(20), "minimum_calls");
+    refused_for(
+        valid()
+            .failure_rate_threshold(None)
+            .count_window(10)
+            .minimum_calls(5),
+        "count_window",
+    );
     refused_for(valid().closed_interval(Duration::ZERO), "closed_interval");
     refused_for(
         valid()
