@@ -101,25 +101,37 @@ impl Agent {
         let mut sub = s.client.get_connection_with_timeout(s.timeout)?;
         sub.set_read_timeout(Some(s.timeout))?;
         sub.set_write_timeout(Some(s.timeout))?;
+        // SUBSCRIBE as a command, so that a refusal (an ACL user without
+        // the channel, `NOPERM`) is an error here: `PubSub::subscribe`
+        // ignores the server's answer, and the agent would run without
+        // announcements.
+        redis::cmd("SUBSCRIBE")
+            .arg(&s.channel)
+            .query::<redis::Value>(&mut sub)?;
         let mut pubsub = sub.as_pubsub();
-        pubsub.subscribe(&s.channel)?;
         pubsub.set_read_timeout(Some(s.tick))?;
 
-        *established = true;
-        self.stats.connected.store(true, Ordering::Relaxed);
-        if let Some(since) = outage.take() {
-            log::info!(
-                "fleet `{}`: Redis reachable again after {:.1} s; breakers follow the fleet",
-                s.prefix,
-                since.elapsed().as_secs_f64()
-            );
-        }
         self.members.iter_mut().for_each(Member::resync);
         loop {
             if !self.take_control() {
                 return Ok(());
             }
             self.tick(&mut con, &shas)?;
+            if !*established {
+                // Redis is back once it has answered a whole tick (the
+                // first reads every breaker and writes its own trips): a
+                // server that accepts connections but refuses the scripts
+                // (`NOPERM`, `OOM`) stays one outage, with one log line.
+                *established = true;
+                self.stats.connected.store(true, Ordering::Relaxed);
+                if let Some(since) = outage.take() {
+                    log::info!(
+                        "fleet `{}`: Redis reachable again after {:.1} s; breakers follow the fleet",
+                        s.prefix,
+                        since.elapsed().as_secs_f64()
+                    );
+                }
+            }
             match pubsub.get_message() {
                 Ok(msg) => {
                     Stats::add(&self.stats.messages);
