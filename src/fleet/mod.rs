@@ -196,6 +196,8 @@ impl fmt::Debug for Fleet {
 /// | `hold_margin` | 1 s |
 /// | `probe_lease` | 5 s |
 /// | `reconnect_backoff` | 10 ms, doubling to 2 s |
+/// | `tls_ca` | none: a `rediss://` URL trusts the system's roots |
+/// | `tls_client_auth` | none: no client certificate |
 #[derive(Clone)]
 pub struct FleetBuilder {
     url: RedisUrl,
