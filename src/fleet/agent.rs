@@ -18,6 +18,7 @@ use redis::{Connection, RedisError, RedisResult};
 use crate::fleet::member::{Member, Op};
 use crate::fleet::scripts::{self, View};
 use crate::fleet::snapshot::Stats;
+use crate::fleet::url::RedisUrl;
 use crate::fleet::Settings;
 use crate::State;
 
@@ -63,9 +64,10 @@ impl Agent {
                         outage = Some(Instant::now());
                         Stats::add(&self.stats.outages);
                         log::warn!(
-                            "fleet `{}`: Redis unavailable ({}); breakers run on local state until it returns",
+                            "fleet `{}`: Redis at {} unavailable ({}); breakers run on local state until it returns",
                             s.prefix,
-                            describe(&err)
+                            s.redis,
+                            describe(&err, &s.redis)
                         );
                     }
                 }
@@ -99,25 +101,37 @@ impl Agent {
         let mut sub = s.client.get_connection_with_timeout(s.timeout)?;
         sub.set_read_timeout(Some(s.timeout))?;
         sub.set_write_timeout(Some(s.timeout))?;
+        // SUBSCRIBE as a command, so that a refusal (an ACL user without
+        // the channel, `NOPERM`) is an error here: `PubSub::subscribe`
+        // ignores the server's answer, and the agent would run without
+        // announcements.
+        redis::cmd("SUBSCRIBE")
+            .arg(&s.channel)
+            .query::<redis::Value>(&mut sub)?;
         let mut pubsub = sub.as_pubsub();
-        pubsub.subscribe(&s.channel)?;
         pubsub.set_read_timeout(Some(s.tick))?;
 
-        *established = true;
-        self.stats.connected.store(true, Ordering::Relaxed);
-        if let Some(since) = outage.take() {
-            log::info!(
-                "fleet `{}`: Redis reachable again after {:.1} s; breakers follow the fleet",
-                s.prefix,
-                since.elapsed().as_secs_f64()
-            );
-        }
         self.members.iter_mut().for_each(Member::resync);
         loop {
             if !self.take_control() {
                 return Ok(());
             }
             self.tick(&mut con, &shas)?;
+            if !*established {
+                // Redis is back once it has answered a whole tick (the
+                // first reads every breaker and writes its own trips): a
+                // server that accepts connections but refuses the scripts
+                // (`NOPERM`, `OOM`) stays one outage, with one log line.
+                *established = true;
+                self.stats.connected.store(true, Ordering::Relaxed);
+                if let Some(since) = outage.take() {
+                    log::info!(
+                        "fleet `{}`: Redis reachable again after {:.1} s; breakers follow the fleet",
+                        s.prefix,
+                        since.elapsed().as_secs_f64()
+                    );
+                }
+            }
             match pubsub.get_message() {
                 Ok(msg) => {
                     Stats::add(&self.stats.messages);
@@ -236,14 +250,67 @@ impl Agent {
     }
 }
 
-/// An error as a log line shows it: its kind and, for I/O, the OS's words.
-/// Never the URL (which may hold a password).
-fn describe(err: &RedisError) -> String {
-    if err.is_timeout() {
+/// The longest error text a log line carries (a pipeline's error lists
+/// every failed command).
+const DESCRIBE_MAX: usize = 240;
+
+/// An error as a log line shows it: "timed out", or what the redis crate,
+/// the OS, rustls or the server said (a refused password, a missing ACL
+/// permission, a certificate the server did not accept). None of these
+/// hold the URL; should one ever echo the password, [`RedisUrl::scrub`]
+/// removes it.
+fn describe(err: &RedisError, url: &RedisUrl) -> String {
+    let text = if err.is_timeout() {
         "timed out".into()
     } else if err.is_io_error() || err.is_connection_dropped() {
         format!("connection failed: {err}")
     } else {
-        format!("{:?}", err.kind())
+        err.to_string()
+    };
+    let mut text = url.scrub(text);
+    if text.len() > DESCRIBE_MAX {
+        let mut end = DESCRIBE_MAX;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str("...");
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::ErrorKind;
+
+    #[test]
+    fn an_error_that_echoes_the_password_is_logged_without_it() {
+        let url = RedisUrl::new("rediss://fleet:s3cret-pw@127.0.0.1:6380/".into());
+        for err in [
+            RedisError::from((
+                ErrorKind::Io,
+                "connect",
+                "to fleet:s3cret-pw@host".to_owned(),
+            )),
+            RedisError::from((ErrorKind::Client, "AUTH", "AUTH fleet s3cret-pw".to_owned())),
+            RedisError::from((
+                ErrorKind::AuthenticationFailed,
+                "Password authentication failed",
+            )),
+        ] {
+            let line = describe(&err, &url);
+            assert!(!line.contains("s3cret-pw"), "{line}");
+            assert!(!line.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_long_error_is_cut_on_a_character_boundary() {
+        let url = RedisUrl::new("redis://127.0.0.1/".into());
+        let err = RedisError::from((ErrorKind::Client, "long", "é".repeat(400)));
+        let line = describe(&err, &url);
+        assert!(line.len() <= DESCRIBE_MAX + 3, "{}", line.len());
+        assert!(line.ends_with("..."));
     }
 }

@@ -41,6 +41,8 @@ mod agent;
 mod member;
 mod scripts;
 mod snapshot;
+mod tls;
+mod url;
 
 use std::collections::HashSet;
 use std::fmt;
@@ -58,6 +60,8 @@ use crate::{Breaker, ConfigError};
 use agent::{Agent, Control};
 use member::Member;
 use snapshot::Stats;
+use tls::TlsSettings;
+use url::RedisUrl;
 
 /// The Rust example of `docs/fleet.md`, compiled as a doctest.
 #[cfg(doctest)]
@@ -70,6 +74,8 @@ const CHANGES_CAPACITY: usize = 256;
 /// The settings an agent runs with, checked by [`FleetBuilder::build`].
 pub(crate) struct Settings {
     pub(crate) client: redis::Client,
+    /// The URL, for log lines and `Debug`: its password never shows.
+    pub(crate) redis: RedisUrl,
     pub(crate) prefix: String,
     pub(crate) channel: String,
     /// This agent's name in lease tokens.
@@ -84,9 +90,10 @@ pub(crate) struct Settings {
 }
 
 impl fmt::Debug for Settings {
-    // The client is left out: its connection info may hold a password.
+    // The client is left out: its connection info holds the password.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Settings")
+            .field("redis", &self.redis)
             .field("prefix", &self.prefix)
             .field("agent", &self.agent)
             .field("timeout", &self.timeout)
@@ -108,8 +115,12 @@ pub struct Fleet {
 }
 
 impl Fleet {
-    /// Starts building a fleet agent for the Redis at `url`
-    /// (`redis://[user:password@]host:port/db`).
+    /// Starts building a fleet agent for the Redis at `url`:
+    /// `redis://[user:password@]host:port/db`, or `rediss://` for TLS.
+    ///
+    /// The password (of an ACL user, or of the default user) never shows:
+    /// `Debug` of the builder and of the fleet, errors and log lines print
+    /// the URL as `rediss://user:***@host:port/db`.
     pub fn builder(url: impl Into<String>) -> FleetBuilder {
         FleetBuilder::new(url.into())
     }
@@ -164,6 +175,7 @@ impl Drop for Fleet {
 impl fmt::Debug for Fleet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Fleet")
+            .field("redis", &self.settings.redis)
             .field("prefix", &self.settings.prefix)
             .field("agent", &self.settings.agent)
             .field("snapshot", &self.snapshot())
@@ -184,9 +196,12 @@ impl fmt::Debug for Fleet {
 /// | `hold_margin` | 1 s |
 /// | `probe_lease` | 5 s |
 /// | `reconnect_backoff` | 10 ms, doubling to 2 s |
+/// | `tls_ca` | none: a `rediss://` URL trusts the system's roots |
+/// | `tls_client_auth` | none: no client certificate |
 #[derive(Clone)]
 pub struct FleetBuilder {
-    url: String,
+    url: RedisUrl,
+    tls: TlsSettings,
     prefix: String,
     timeout: Duration,
     tick: Duration,
@@ -198,9 +213,13 @@ pub struct FleetBuilder {
 }
 
 impl fmt::Debug for FleetBuilder {
-    // The URL is left out: it may hold a password.
+    // The URL shows without its password; of the TLS settings, only
+    // whether each is given.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FleetBuilder")
+            .field("redis", &self.url)
+            .field("tls_ca", &self.tls.ca.is_some())
+            .field("tls_client_auth", &self.tls.client.is_some())
             .field("prefix", &self.prefix)
             .field("timeout", &self.timeout)
             .finish_non_exhaustive()
@@ -210,7 +229,8 @@ impl fmt::Debug for FleetBuilder {
 impl FleetBuilder {
     fn new(url: String) -> FleetBuilder {
         FleetBuilder {
-            url,
+            url: RedisUrl::new(url),
+            tls: TlsSettings::default(),
             prefix: "fusebox".into(),
             timeout: Duration::from_millis(50),
             tick: Duration::from_millis(5),
@@ -226,6 +246,32 @@ impl FleetBuilder {
     /// (`prod`, `uat`), so that fleets never see each other.
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
+        self
+    }
+
+    /// The certificate(s) of the CA that signed the Redis server's
+    /// certificate, in PEM: trusted instead of the system's roots, for a
+    /// server with a certificate of a private CA. Only with a `rediss://`
+    /// URL.
+    ///
+    /// Without it, a `rediss://` URL verifies the server against the
+    /// system's roots (as `rustls-native-certs` finds them).
+    pub fn tls_ca(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.ca = Some(pem.into());
+        self
+    }
+
+    /// A client certificate (PEM, the chain from the leaf) and its private
+    /// key (PEM: PKCS#8, PKCS#1 or SEC1), for a Redis that asks clients for
+    /// one (`tls-auth-clients yes`). Only with a `rediss://` URL.
+    ///
+    /// The key is never shown: not in `Debug`, not in errors.
+    pub fn tls_client_auth(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls.set_client(cert_pem.into(), key_pem.into());
         self
     }
 
@@ -281,19 +327,18 @@ impl FleetBuilder {
     /// # Errors
     ///
     /// [`ConfigError::Invalid`] naming the field: `url` that the redis
-    /// crate does not accept (the URL is not shown, it may hold a
-    /// password), an empty `prefix` or one with `{`, `}` or whitespace, a
+    /// crate does not accept or that turns the certificate check off
+    /// (`#insecure`; the URL is not shown, it may hold a password);
+    /// `tls_ca` or `tls_client_auth` with a plain `redis://` URL, or whose
+    /// PEM holds no certificate, a certificate rustls refuses, or a key
+    /// that does not parse or is not the certificate's (never shown); an
+    /// empty `prefix` or one with `{`, `}` or whitespace, a
     /// zero `timeout`, `tick`, `refresh` or `probe_lease`, or a
     /// `reconnect_backoff` whose first wait is zero or above its max.
     pub fn build(self) -> Result<Fleet, ConfigError> {
         let invalid = |field, rule, value: String| ConfigError::Invalid { field, rule, value };
-        let client = redis::Client::open(self.url.as_str()).map_err(|_| {
-            invalid(
-                "url",
-                "must be a redis:// URL",
-                "(not shown, it may hold a password)".into(),
-            )
-        })?;
+        let info = self.url.connection_info().map_err(|_| tls::url_refused())?;
+        let client = tls::client(info, &self.tls)?;
         if self.prefix.is_empty()
             || self
                 .prefix
@@ -326,6 +371,7 @@ impl FleetBuilder {
         }
         let settings = Arc::new(Settings {
             client,
+            redis: self.url,
             channel: scripts::channel(&self.prefix),
             prefix: self.prefix,
             agent: agent_name(),

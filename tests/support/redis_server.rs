@@ -1,5 +1,7 @@
 //! A real `redis-server` for tests, on a free loopback port, with no
 //! persistence; killed when dropped, and restartable on the same port.
+//! [`RedisServer::start_with`] adds TLS (the only port then speaks TLS) and
+//! ACL users.
 //!
 //! Use it from a test file with
 //! `#[path = "support/redis_server.rs"] mod redis_server;`.
@@ -12,24 +14,55 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// What a test server runs with beyond the defaults.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Listen with TLS only (`--port 0 --tls-port PORT`).
+    pub tls: Option<TlsFiles>,
+    /// ACL users, one `user` directive each, as `redis.conf` writes them
+    /// (`"fleet on >password ~{prod:* &prod:fleet +evalsha"`).
+    pub users: Vec<String>,
+}
+
+/// The server's side of TLS: PEM files, and whether clients must show a
+/// certificate.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// The CA that client certificates must chain to.
+    pub ca: PathBuf,
+    /// `--tls-auth-clients`: `"no"`, `"optional"` or `"yes"`.
+    pub auth_clients: &'static str,
+}
 
 /// A running `redis-server`.
 #[derive(Debug)]
 pub struct RedisServer {
     port: u16,
+    options: Options,
     child: Option<Child>,
 }
 
 impl RedisServer {
     /// Starts one on a free loopback port and waits until it answers PING.
     pub fn start() -> RedisServer {
+        RedisServer::start_with(Options::default())
+    }
+
+    /// Starts one with `options` on a free loopback port, and waits until
+    /// it answers PING (with TLS: until it accepts connections).
+    pub fn start_with(options: Options) -> RedisServer {
         // Another process may take the free port before the server binds
         // it; then the server exits, and another port is tried.
         for _ in 0..5 {
             let mut server = RedisServer {
                 port: free_port(),
+                options: options.clone(),
                 child: None,
             };
             if server.launch() {
@@ -39,9 +72,25 @@ impl RedisServer {
         panic!("redis-server exited at start on five free ports in a row");
     }
 
-    /// `redis://127.0.0.1:PORT/`.
+    /// `redis://127.0.0.1:PORT/`, or `rediss://` with TLS.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        let scheme = if self.options.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://127.0.0.1:{}/", self.port)
+    }
+
+    /// [`url`](Self::url) with an ACL user and password.
+    pub fn url_as(&self, user: &str, password: &str) -> String {
+        self.url()
+            .replacen("://", &format!("://{user}:{password}@"), 1)
+    }
+
+    /// The server's port.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// Kills the server (SIGKILL) and waits for it to exit: connections
@@ -88,8 +137,23 @@ impl RedisServer {
     /// (its port was taken).
     fn launch(&mut self) -> bool {
         self.kill();
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string()])
+        let mut command = Command::new("redis-server");
+        match &self.options.tls {
+            None => command.args(["--port", &self.port.to_string()]),
+            Some(tls) => command
+                .args(["--port", "0", "--tls-port", &self.port.to_string()])
+                .arg("--tls-cert-file")
+                .arg(&tls.cert)
+                .arg("--tls-key-file")
+                .arg(&tls.key)
+                .arg("--tls-ca-cert-file")
+                .arg(&tls.ca)
+                .args(["--tls-auth-clients", tls.auth_clients]),
+        };
+        for user in &self.options.users {
+            command.arg("--user").args(user.split_whitespace());
+        }
+        let child = command
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -120,11 +184,15 @@ impl RedisServer {
         );
     }
 
-    /// Whether the server answers PING now.
+    /// Whether the server answers PING now; with TLS, whether it accepts
+    /// connections.
     pub fn ping(&self) -> bool {
         let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else {
             return false;
         };
+        if self.options.tls.is_some() {
+            return true;
+        }
         let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
         let mut buf = [0u8; 7];
         s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"

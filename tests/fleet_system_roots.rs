@@ -1,0 +1,76 @@
+//! A `rediss://` URL with no TLS setting trusts the system's roots, as
+//! `rustls-native-certs` finds them: here `SSL_CERT_FILE` names a test CA,
+//! so that the system's store is one the test controls.
+//!
+//! Its own test binary with one test, because it sets an environment
+//! variable of the process (no other thread reads the environment then).
+#![cfg(feature = "redis")]
+
+#[path = "support/certs.rs"]
+mod certs;
+mod common;
+#[path = "support/redis_server.rs"]
+mod redis_server;
+
+use std::time::{Duration, Instant};
+
+use certs::Certs;
+use common::{fail, quiet, MS, SEC};
+use fusebox::fleet::Fleet;
+use fusebox::{Breaker, Reason, State};
+use redis_server::{Options, RedisServer, TlsFiles};
+
+const PATIENCE: Duration = Duration::from_secs(10);
+
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < PATIENCE, "waited {PATIENCE:?} for {what}");
+        std::thread::sleep(MS);
+    }
+}
+
+fn vendor() -> Breaker {
+    let (b, _mock) = quiet("vendor");
+    b.consecutive_failure_threshold(1)
+        .open_duration(200 * MS)
+        .max_probe_duration(60 * SEC)
+        .build()
+        .expect("valid configuration")
+}
+
+#[test]
+fn a_rediss_url_without_settings_trusts_the_system_roots() {
+    let certs = Certs::generate("system");
+    std::env::set_var("SSL_CERT_FILE", certs.path("ca.crt"));
+    let redis = RedisServer::start_with(Options {
+        tls: Some(TlsFiles {
+            cert: certs.path("server.crt"),
+            key: certs.path("server.key"),
+            ca: certs.path("ca.crt"),
+            auth_clients: "no",
+        }),
+        users: Vec::new(),
+    });
+    let build = || {
+        Fleet::builder(redis.url())
+            .prefix("roots")
+            .timeout(SEC)
+            .tick(2 * MS)
+            .refresh(20 * MS)
+            .build()
+            .unwrap()
+    };
+    let (fa, fb) = (build(), build());
+    let (a, b) = (vendor(), vendor());
+    fa.join(&a).unwrap();
+    fb.join(&b).unwrap();
+    let connected = |f: &Fleet| f.snapshot().connected && f.snapshot().reads > 0;
+    wait_for("both agents to connect", || {
+        connected(&fa) && connected(&fb)
+    });
+    assert!(fail(&a).is_err());
+    wait_for("the other process to open", || b.state() == State::Open);
+    assert_eq!(b.snapshot().last_transition.unwrap().reason, Reason::Fleet);
+    assert_eq!(fa.snapshot().outages + fb.snapshot().outages, 0);
+}
