@@ -81,6 +81,27 @@ pub(crate) struct Settings {
     pub(crate) lease: Duration,
     pub(crate) reconnect_min: Duration,
     pub(crate) reconnect_max: Duration,
+    /// The fleet's recent-failures window, if it has one.
+    pub(crate) window: Option<FailureWindow>,
+}
+
+/// The fleet's recent-failures window ([`FleetBuilder::failure_window`]),
+/// as the WINDOW script takes it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FailureWindow {
+    /// Failures in the window that open the fleet's breaker.
+    pub(crate) threshold: u32,
+    /// The width of one bucket, in server milliseconds.
+    pub(crate) bucket_ms: u64,
+}
+
+impl FailureWindow {
+    /// Buckets per window.
+    pub(crate) const BUCKETS: u64 = 10;
+    /// The shortest window: one millisecond per bucket.
+    const MIN: Duration = Duration::from_millis(Self::BUCKETS);
+    /// The longest window.
+    const MAX: Duration = Duration::from_secs(24 * 60 * 60);
 }
 
 impl fmt::Debug for Settings {
@@ -133,7 +154,12 @@ impl Fleet {
             });
         }
         let changes = breaker.subscribe(CHANGES_CAPACITY)?;
-        let member = Member::new(breaker.clone(), changes, &self.settings.prefix);
+        let member = Member::new(
+            breaker.clone(),
+            changes,
+            &self.settings.prefix,
+            self.settings.window.is_some(),
+        );
         if let Some(control) = &self.control {
             // The agent only stops when this handle is dropped.
             let _ = control.send(Control::Join(Box::new(member)));
@@ -184,6 +210,7 @@ impl fmt::Debug for Fleet {
 /// | `hold_margin` | 1 s |
 /// | `probe_lease` | 5 s |
 /// | `reconnect_backoff` | 10 ms, doubling to 2 s |
+/// | `failure_window` | off |
 #[derive(Clone)]
 pub struct FleetBuilder {
     url: String,
@@ -195,6 +222,7 @@ pub struct FleetBuilder {
     lease: Duration,
     reconnect_min: Duration,
     reconnect_max: Duration,
+    window: Option<(u32, Duration)>,
 }
 
 impl fmt::Debug for FleetBuilder {
@@ -219,6 +247,7 @@ impl FleetBuilder {
             lease: Duration::from_secs(5),
             reconnect_min: Duration::from_millis(10),
             reconnect_max: Duration::from_secs(2),
+            window: None,
         }
     }
 
@@ -275,6 +304,30 @@ impl FleetBuilder {
         self
     }
 
+    /// A fleet-wide recent-failures window: every agent adds its breakers'
+    /// failures to a window of the last `window` in Redis, per breaker
+    /// name, and when the failures there reach `threshold` the fleet's
+    /// breaker opens everywhere, even if no process had enough failures to
+    /// trip on its own. The open period is the breaker's `open_duration`,
+    /// as for a local trip.
+    ///
+    /// Off by default: a good threshold depends on how many processes share
+    /// the breaker and how many calls each makes. Give every process of the
+    /// fleet the same setting: each write judges the window with the
+    /// writer's.
+    ///
+    /// Time is the Redis server's, in ten buckets of `window / 10`: a
+    /// failure counts for between nine tenths of `window` and all of it,
+    /// never longer. The window counts within one closed period of the
+    /// fleet: a trip (any) starts it afresh, and failures while the fleet
+    /// is open do not count. An agent writes the failures of each tick in
+    /// its one round trip; failures while Redis was unavailable are not
+    /// written later.
+    pub fn failure_window(mut self, threshold: u32, window: Duration) -> Self {
+        self.window = Some((threshold, window));
+        self
+    }
+
     /// Checks the settings and starts the agent thread. Does not wait for
     /// Redis: the agent connects in the background.
     ///
@@ -284,7 +337,9 @@ impl FleetBuilder {
     /// crate does not accept (the URL is not shown, it may hold a
     /// password), an empty `prefix` or one with `{`, `}` or whitespace, a
     /// zero `timeout`, `tick`, `refresh` or `probe_lease`, or a
-    /// `reconnect_backoff` whose first wait is zero or above its max.
+    /// `reconnect_backoff` whose first wait is zero or above its max, or a
+    /// `failure_window` whose threshold is zero or whose window is not
+    /// between 10 ms and 24 h.
     pub fn build(self) -> Result<Fleet, ConfigError> {
         let invalid = |field, rule, value: String| ConfigError::Invalid { field, rule, value };
         let client = redis::Client::open(self.url.as_str()).map_err(|_| {
@@ -324,6 +379,27 @@ impl FleetBuilder {
                 format!("{:?} > {:?}", self.reconnect_min, self.reconnect_max),
             ));
         }
+        let window = match self.window {
+            None => None,
+            Some((0, _)) => {
+                return Err(invalid(
+                    "failure_window",
+                    "threshold must be above zero",
+                    "0".into(),
+                ))
+            }
+            Some((_, w)) if w < FailureWindow::MIN || w > FailureWindow::MAX => {
+                return Err(invalid(
+                    "failure_window",
+                    "window must be between 10 ms and 24 h",
+                    format!("{w:?}"),
+                ))
+            }
+            Some((threshold, w)) => Some(FailureWindow {
+                threshold,
+                bucket_ms: (w.as_millis() as u64) / FailureWindow::BUCKETS,
+            }),
+        };
         let settings = Arc::new(Settings {
             client,
             channel: scripts::channel(&self.prefix),
@@ -336,6 +412,7 @@ impl FleetBuilder {
             lease: self.lease,
             reconnect_min: self.reconnect_min,
             reconnect_max: self.reconnect_max,
+            window,
         });
         let stats = Arc::new(Stats::default());
         let (tx, rx) = crossbeam_channel::unbounded();
