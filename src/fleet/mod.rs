@@ -176,6 +176,14 @@ impl Fleet {
     pub fn prefix(&self) -> &str {
         &self.settings.prefix
     }
+
+    /// Reads this agent's counters for as long as it runs (for a registry's
+    /// metrics), without keeping it alive.
+    #[cfg(feature = "registry")]
+    pub(crate) fn snapshot_source(&self) -> impl Fn() -> Option<FleetSnapshot> + Send + Sync {
+        let stats = Arc::downgrade(&self.stats);
+        move || stats.upgrade().map(|s| s.snapshot())
+    }
 }
 
 impl Drop for Fleet {
