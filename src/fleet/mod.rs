@@ -13,13 +13,19 @@
 //! When the fleet's open period ends, exactly one agent takes the probe
 //! lease (`SET NX PX`, with a token naming the open period); its breaker
 //! lets the next call probe, every other process's breaker stays open. A
-//! probe result under a lease of an older period is fenced off.
+//! probe result under a lease of an older period is fenced off. The backoff
+//! step is the fleet's: a failed probe re-opens at the fleet's step plus
+//! one, whichever process made it, and a close resets it.
+//!
+//! With [`FleetBuilder::failure_window`], the breakers' failures also add up
+//! across processes in a window in Redis, which opens the breaker
+//! everywhere when it reaches its threshold.
 //!
 //! If Redis is unavailable or slower than [`FleetBuilder::timeout`], the
 //! breakers simply run on local state; the agent logs once per outage,
 //! counts it in [`FleetSnapshot::outages`], and reconnects with its own
-//! backoff. `docs/fleet.md` has the keys, the scripts, the staleness bound
-//! and the failure modes.
+//! backoff. `docs/fleet.md` has the keys, the scripts, the staleness bound,
+//! the failure window, the shared backoff and the failure modes.
 //!
 //! ```no_run
 //! use fusebox::fleet::Fleet;
