@@ -883,10 +883,12 @@ impl Breaker {
     /// Fleet mode (`src/fleet/`): the failures recorded in the breaker's
     /// life ([`Totals::failures`](crate::Totals::failures)), and its first
     /// open period of an outage (`open_duration`). One lock round trip, no
-    /// snapshot: the agent reads it every tick.
+    /// snapshot: the agent reads it every tick. Every failure is recorded
+    /// under the lock, so the count is exact without taking in the quiet
+    /// successes, and the gate's counters are left alone.
     #[cfg(feature = "redis")]
     pub(crate) fn failures_and_first_open(&self) -> (u64, Duration) {
-        let core = self.lock();
+        let core = self.inner.core.lock();
         let m = &core.machine;
         (m.failures(), m.settings().backoff.base)
     }
