@@ -880,12 +880,31 @@ impl Breaker {
         self.inner.dispatch(1);
     }
 
-    /// Fleet mode (`src/fleet/`): applies the fleet's state, open for
-    /// `open_for` more on this breaker's clock or closed (`None`), unless
-    /// the breaker has changed since change `seen` (then the agent hears of
-    /// that change first). Returns the `seq` of its last change after.
+    /// Fleet mode (`src/fleet/`): the failures recorded in the breaker's
+    /// life ([`Totals::failures`](crate::Totals::failures)), and its first
+    /// open period of an outage (`open_duration`). One lock round trip, no
+    /// snapshot: the agent reads it every tick. Every failure is recorded
+    /// under the lock, so the count is exact without taking in the quiet
+    /// successes, and the gate's counters are left alone.
     #[cfg(feature = "redis")]
-    pub(crate) fn apply_fleet(&self, seen: u64, open_for: Option<Duration>) -> Option<u64> {
+    pub(crate) fn failures_and_first_open(&self) -> (u64, Duration) {
+        let core = self.inner.core.lock();
+        let m = &core.machine;
+        (m.failures(), m.settings().backoff.base)
+    }
+
+    /// Fleet mode (`src/fleet/`): applies the fleet's state, open for
+    /// `open_for` more on this breaker's clock at the fleet's backoff
+    /// `step`, or closed (`None`), unless the breaker has changed since
+    /// change `seen` (then the agent hears of that change first). Returns
+    /// the `seq` of its last change after.
+    #[cfg(feature = "redis")]
+    pub(crate) fn apply_fleet(
+        &self,
+        seen: u64,
+        open_for: Option<Duration>,
+        step: u32,
+    ) -> Option<u64> {
         let now = self.inner.time.now();
         let (changed, seq) = {
             let mut core = self.lock();
@@ -894,7 +913,7 @@ impl Breaker {
             }
             let changed = match core
                 .machine
-                .apply_fleet(now, open_for.map(|d| until(now, d)))
+                .apply_fleet(now, open_for.map(|d| until(now, d)), step)
             {
                 Some(t) => {
                     self.publish(&mut core, t);

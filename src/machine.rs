@@ -231,7 +231,7 @@ impl Machine {
     }
 
     /// The settings it was built with.
-    #[cfg(feature = "http")]
+    #[cfg(any(feature = "http", feature = "redis"))]
     pub(crate) fn settings(&self) -> &Settings {
         &self.s
     }
@@ -756,22 +756,38 @@ impl Machine {
         t
     }
 
+    /// Failures recorded in the breaker's life, for the fleet's window
+    /// (`src/fleet/`).
+    #[cfg(feature = "redis")]
+    pub(crate) fn failures(&self) -> u64 {
+        self.totals.failures
+    }
+
     /// The fleet's state (`src/fleet/`), applied by its agent: open until
     /// `until` (a closed breaker opens, an open one's period ends then, a
     /// half-open one with no probe out re-opens), or closed (`None`: an open
     /// or half-open breaker closes). Overrides and a probe out are left alone.
+    /// An open period is the fleet's backoff `step`: the breaker adopts it,
+    /// so that its next failed probe escalates from the fleet's step.
     #[cfg(feature = "redis")]
-    pub(crate) fn apply_fleet(&mut self, now: u64, until: Option<u64>) -> Option<Transition> {
+    pub(crate) fn apply_fleet(
+        &mut self,
+        now: u64,
+        until: Option<u64>,
+        step: u32,
+    ) -> Option<Transition> {
         let probe_out = self.probes.iter().any(Option::is_some);
         match (self.state, until) {
             (State::ForcedOpen | State::ForcedClosed, _) | (State::Closed, None) => None,
             (State::HalfOpen, _) if probe_out => None,
             (State::Open, Some(until)) => {
+                self.reopens = step;
                 self.open_until = until;
                 self.open_period = self.open_until.saturating_sub(self.entered_at);
                 None
             }
             (_, Some(until)) => {
+                self.reopens = step;
                 self.open_until = until.max(now);
                 self.open_period = self.open_until - now;
                 Some(self.enter(now, State::Open, Reason::Fleet))
@@ -1177,5 +1193,57 @@ mod tests {
         m.record(SEC, closed(&m), Verdict::Failure, 0);
         m.record(SEC, closed(&m), Verdict::Success, 0);
         assert_eq!(m.gate() & GATE_QUIET_SUCCESS, 0, "5 of 10 would trip");
+    }
+
+    /// A breaker whose open periods are 1 s, doubling, without jitter.
+    #[cfg(feature = "redis")]
+    fn backoff_machine() -> Machine {
+        let s = Settings {
+            failure_threshold: Some(1),
+            backoff: crate::backoff::Backoff {
+                base: Duration::from_secs(1),
+                multiplier: 2.0,
+                max: Duration::from_secs(300),
+                jitter: 0.0,
+            },
+            ..Settings::default()
+        };
+        Machine::new(s, 1, SEC)
+    }
+
+    /// Lets the probe of an open breaker go at `now` and fails it.
+    #[cfg(feature = "redis")]
+    fn fail_probe(m: &mut Machine, now: u64) -> Transition {
+        let (Admit::Go(ticket), _) = m.admit(now) else {
+            panic!("the probe is refused");
+        };
+        m.record(now, ticket, Verdict::Failure, 0)
+            .expect("a failed probe re-opens")
+    }
+
+    #[cfg(feature = "redis")]
+    #[test]
+    fn a_fleet_open_period_hands_its_backoff_step_to_the_next_failed_probe() {
+        let mut m = backoff_machine();
+        // The fleet opens this breaker at step 3 (others probed and failed).
+        assert!(m.apply_fleet(SEC, Some(2 * SEC), 3).is_some());
+        assert_eq!(m.view(SEC).backoff_step, 3);
+        // Its period ends and its own probe fails: step 4, 1 s × 2⁴.
+        let t = fail_probe(&mut m, 2 * SEC);
+        assert_eq!(t.to, State::Open);
+        let v = m.view(2 * SEC);
+        assert_eq!(v.backoff_step, 4);
+        assert_eq!(v.open_period, 16 * SEC);
+
+        // Held open by the fleet at a later step, an open breaker adopts it
+        // too.
+        assert!(m.apply_fleet(3 * SEC, Some(40 * SEC), 6).is_none());
+        assert_eq!(m.view(3 * SEC).backoff_step, 6);
+        fail_probe(&mut m, 40 * SEC);
+        assert_eq!(m.view(40 * SEC).backoff_step, 7);
+
+        // The fleet closes: the step starts over.
+        assert!(m.apply_fleet(41 * SEC, None, 0).is_some());
+        assert_eq!(m.view(41 * SEC).backoff_step, 0);
     }
 }

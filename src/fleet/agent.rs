@@ -19,7 +19,7 @@ use crate::fleet::member::{Member, Op};
 use crate::fleet::scripts::{self, View};
 use crate::fleet::snapshot::Stats;
 use crate::fleet::url::RedisUrl;
-use crate::fleet::Settings;
+use crate::fleet::{FailureWindow, Settings};
 use crate::State;
 
 /// What the handle sends the agent.
@@ -149,7 +149,7 @@ impl Agent {
     }
 
     /// One round trip: every breaker's writes and due reads, pipelined.
-    fn tick(&mut self, con: &mut Connection, shas: &[String; 4]) -> RedisResult<()> {
+    fn tick(&mut self, con: &mut Connection, shas: &[String; 5]) -> RedisResult<()> {
         let now = Instant::now();
         let s = &self.settings;
         let mut pipe = redis::pipe();
@@ -158,10 +158,15 @@ impl Agent {
             m.collect(now);
             for op in m.ops.drain(..) {
                 let mut cmd = redis::cmd("EVALSHA");
-                cmd.arg(&shas[op.script() as usize])
-                    .arg(2)
-                    .arg(&m.keys.state)
-                    .arg(&m.keys.lease);
+                cmd.arg(&shas[op.script() as usize]);
+                if let Op::Window { .. } = op {
+                    cmd.arg(3)
+                        .arg(&m.keys.state)
+                        .arg(&m.keys.lease)
+                        .arg(&m.keys.window);
+                } else {
+                    cmd.arg(2).arg(&m.keys.state).arg(&m.keys.lease);
+                }
                 match &op {
                     Op::Trip { open_ms, step } => {
                         cmd.arg(open_ms)
@@ -190,6 +195,19 @@ impl Agent {
                         cmd.arg(&s.agent)
                             .arg(s.lease.as_millis() as u64)
                             .arg(u8::from(want));
+                    }
+                    Op::Window { failures, open_ms } => {
+                        let Some(w) = &s.window else {
+                            // Queued only by a fleet with a window.
+                            continue;
+                        };
+                        cmd.arg(failures)
+                            .arg(w.bucket_ms)
+                            .arg(FailureWindow::BUCKETS)
+                            .arg(w.threshold)
+                            .arg(open_ms)
+                            .arg(&s.channel)
+                            .arg(m.breaker.name());
                     }
                 }
                 pipe.add_command(cmd);

@@ -1,6 +1,7 @@
 //! One breaker as the agent serves it: what its local changes ask of the
 //! fleet, and what the fleet's view does to it.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::fleet::scripts::{lease_of, Keys, Script, View};
@@ -23,6 +24,9 @@ pub(crate) enum Op {
     Close { token: String },
     /// Read the fleet's view (and take the probe lease if it is free).
     Sync,
+    /// Add local failures to the fleet's recent-failures window, which
+    /// opens the fleet for `open_ms` when it reaches its threshold.
+    Window { failures: u64, open_ms: u64 },
 }
 
 impl Op {
@@ -32,6 +36,7 @@ impl Op {
             Op::Reopen { .. } => Script::Reopen,
             Op::Close { .. } => Script::Close,
             Op::Sync => Script::Sync,
+            Op::Window { .. } => Script::Window,
         }
     }
 
@@ -58,11 +63,22 @@ pub(crate) struct Member {
     next_sync: Instant,
     /// Writes and reads waiting for the next round trip.
     pub(crate) ops: Vec<Op>,
+    /// Whether the breaker's failures go to the fleet's window.
+    counts_failures: bool,
+    /// The breaker's lifetime failures when last written to the window (or
+    /// dropped, while there was no Redis to tell).
+    failures: u64,
 }
 
 impl Member {
-    pub(crate) fn new(breaker: Breaker, changes: Subscription, prefix: &str) -> Member {
+    pub(crate) fn new(
+        breaker: Breaker,
+        changes: Subscription,
+        prefix: &str,
+        counts_failures: bool,
+    ) -> Member {
         let keys = Keys::new(prefix, breaker.name());
+        let failures = breaker.failures_and_first_open().0;
         let mut m = Member {
             breaker,
             keys,
@@ -73,6 +89,8 @@ impl Member {
             released: false,
             next_sync: Instant::now(),
             ops: Vec::new(),
+            counts_failures,
+            failures,
         };
         m.resync();
         m
@@ -100,9 +118,13 @@ impl Member {
         self.next_sync = Instant::now();
     }
 
-    /// Drops what happened while there was no Redis to tell.
+    /// Drops what happened while there was no Redis to tell, failures
+    /// included: they would be old news in the fleet's window.
     pub(crate) fn forget_changes(&mut self) {
         while self.changes.try_recv().is_some() {}
+        if self.counts_failures {
+            self.failures = self.breaker.failures_and_first_open().0;
+        }
     }
 
     /// Turns the local changes since the last tick into writes, and queues
@@ -120,6 +142,16 @@ impl Member {
             if let Some(op) = self.op_for(&change) {
                 self.ops.push(op);
             }
+        }
+        if self.counts_failures {
+            let (failures, first_open) = self.breaker.failures_and_first_open();
+            if failures > self.failures {
+                self.ops.push(Op::Window {
+                    failures: failures - self.failures,
+                    open_ms: millis(first_open),
+                });
+            }
+            self.failures = failures;
         }
         if now >= self.next_sync && !self.ops.contains(&Op::Sync) {
             self.ops.push(Op::Sync);
@@ -165,6 +197,14 @@ impl Member {
         if *op == Op::Sync {
             Stats::add(&stats.reads);
         }
+        if let Op::Window { failures, .. } = op {
+            stats
+                .failures_published
+                .fetch_add(*failures, Ordering::Relaxed);
+            if view.applied {
+                Stats::add(&stats.window_trips);
+            }
+        }
         if view.applied {
             Stats::add(&stats.published);
         } else if op.is_fenced() {
@@ -174,7 +214,7 @@ impl Member {
         if !view.open {
             self.token = None;
             self.released = false;
-            self.hold(None, stats);
+            self.hold(None, 0, stats);
             self.next_sync = now + s.refresh;
             return;
         }
@@ -183,7 +223,7 @@ impl Member {
             // more, in which the lease is taken and announced.
             let left = ms(view.open_until - view.now);
             self.released = false;
-            self.hold(Some(left + s.hold_margin), stats);
+            self.hold(Some(left + s.hold_margin), view.step, stats);
             self.next_sync = now + left.min(s.refresh);
             return;
         }
@@ -200,12 +240,16 @@ impl Member {
             if !self.released {
                 // The next call here is the fleet's probe.
                 self.released = true;
-                self.hold(Some(Duration::ZERO), stats);
+                self.hold(Some(Duration::ZERO), view.step, stats);
             }
             self.next_sync = now + ms(view.lease_ttl.max(1)).min(s.refresh);
         } else if !view.lease.is_empty() {
             self.released = false;
-            self.hold(Some(ms(view.lease_ttl.max(0)) + s.hold_margin), stats);
+            self.hold(
+                Some(ms(view.lease_ttl.max(0)) + s.hold_margin),
+                view.step,
+                stats,
+            );
             self.next_sync = now + ms(view.lease_ttl.max(1)).min(s.refresh);
         } else {
             // Free: the next read takes it.
@@ -213,9 +257,10 @@ impl Member {
         }
     }
 
-    /// Holds the local breaker open for `open_for`, or closes it.
-    fn hold(&mut self, open_for: Option<Duration>, stats: &Stats) {
-        match self.breaker.apply_fleet(self.seen, open_for) {
+    /// Holds the local breaker open for `open_for` at the fleet's backoff
+    /// `step`, or closes it.
+    fn hold(&mut self, open_for: Option<Duration>, step: u32, stats: &Stats) {
+        match self.breaker.apply_fleet(self.seen, open_for, step) {
             Some(seq) => {
                 if seq != self.seen {
                     Stats::add(&stats.applied);
@@ -238,11 +283,12 @@ fn trip(breaker: &Breaker) -> Op {
 /// The local breaker's open period in milliseconds, and its backoff step.
 fn open_period(breaker: &Breaker) -> (u64, u32) {
     let snap = breaker.snapshot();
-    let open_ms = snap
-        .open_duration
-        .as_millis()
-        .clamp(1, u128::from(u32::MAX)) as u64;
-    (open_ms, snap.backoff_step)
+    (millis(snap.open_duration), snap.backoff_step)
+}
+
+/// A period in whole milliseconds, at least one.
+fn millis(d: Duration) -> u64 {
+    d.as_millis().clamp(1, u128::from(u32::MAX)) as u64
 }
 
 fn ms(n: i64) -> Duration {

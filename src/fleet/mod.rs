@@ -13,13 +13,19 @@
 //! When the fleet's open period ends, exactly one agent takes the probe
 //! lease (`SET NX PX`, with a token naming the open period); its breaker
 //! lets the next call probe, every other process's breaker stays open. A
-//! probe result under a lease of an older period is fenced off.
+//! probe result under a lease of an older period is fenced off. The backoff
+//! step is the fleet's: a failed probe re-opens at the fleet's step plus
+//! one, whichever process made it, and a close resets it.
+//!
+//! With [`FleetBuilder::failure_window`], the breakers' failures also add up
+//! across processes in a window in Redis, which opens the breaker
+//! everywhere when it reaches its threshold.
 //!
 //! If Redis is unavailable or slower than [`FleetBuilder::timeout`], the
 //! breakers simply run on local state; the agent logs once per outage,
 //! counts it in [`FleetSnapshot::outages`], and reconnects with its own
-//! backoff. `docs/fleet.md` has the keys, the scripts, the staleness bound
-//! and the failure modes.
+//! backoff. `docs/fleet.md` has the keys, the scripts, the staleness bound,
+//! the failure window, the shared backoff and the failure modes.
 //!
 //! ```no_run
 //! use fusebox::fleet::Fleet;
@@ -87,6 +93,27 @@ pub(crate) struct Settings {
     pub(crate) lease: Duration,
     pub(crate) reconnect_min: Duration,
     pub(crate) reconnect_max: Duration,
+    /// The fleet's recent-failures window, if it has one.
+    pub(crate) window: Option<FailureWindow>,
+}
+
+/// The fleet's recent-failures window ([`FleetBuilder::failure_window`]),
+/// as the WINDOW script takes it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FailureWindow {
+    /// Failures in the window that open the fleet's breaker.
+    pub(crate) threshold: u32,
+    /// The width of one bucket, in server milliseconds.
+    pub(crate) bucket_ms: u64,
+}
+
+impl FailureWindow {
+    /// Buckets per window.
+    pub(crate) const BUCKETS: u64 = 10;
+    /// The shortest window: one millisecond per bucket.
+    const MIN: Duration = Duration::from_millis(Self::BUCKETS);
+    /// The longest window.
+    const MAX: Duration = Duration::from_secs(24 * 60 * 60);
 }
 
 impl fmt::Debug for Settings {
@@ -144,7 +171,12 @@ impl Fleet {
             });
         }
         let changes = breaker.subscribe(CHANGES_CAPACITY)?;
-        let member = Member::new(breaker.clone(), changes, &self.settings.prefix);
+        let member = Member::new(
+            breaker.clone(),
+            changes,
+            &self.settings.prefix,
+            self.settings.window.is_some(),
+        );
         if let Some(control) = &self.control {
             // The agent only stops when this handle is dropped.
             let _ = control.send(Control::Join(Box::new(member)));
@@ -160,6 +192,14 @@ impl Fleet {
     /// The prefix of this fleet's keys.
     pub fn prefix(&self) -> &str {
         &self.settings.prefix
+    }
+
+    /// Reads this agent's counters for as long as it runs (for a registry's
+    /// metrics), without keeping it alive.
+    #[cfg(feature = "registry")]
+    pub(crate) fn snapshot_source(&self) -> impl Fn() -> Option<FleetSnapshot> + Send + Sync {
+        let stats = Arc::downgrade(&self.stats);
+        move || stats.upgrade().map(|s| s.snapshot())
     }
 }
 
@@ -198,6 +238,7 @@ impl fmt::Debug for Fleet {
 /// | `reconnect_backoff` | 10 ms, doubling to 2 s |
 /// | `tls_ca` | none: a `rediss://` URL trusts the system's roots |
 /// | `tls_client_auth` | none: no client certificate |
+/// | `failure_window` | off |
 #[derive(Clone)]
 pub struct FleetBuilder {
     url: RedisUrl,
@@ -210,6 +251,7 @@ pub struct FleetBuilder {
     lease: Duration,
     reconnect_min: Duration,
     reconnect_max: Duration,
+    window: Option<(u32, Duration)>,
 }
 
 impl fmt::Debug for FleetBuilder {
@@ -239,6 +281,7 @@ impl FleetBuilder {
             lease: Duration::from_secs(5),
             reconnect_min: Duration::from_millis(10),
             reconnect_max: Duration::from_secs(2),
+            window: None,
         }
     }
 
@@ -321,6 +364,30 @@ impl FleetBuilder {
         self
     }
 
+    /// A fleet-wide recent-failures window: every agent adds its breakers'
+    /// failures to a window of the last `window` in Redis, per breaker
+    /// name, and when the failures there reach `threshold` the fleet's
+    /// breaker opens everywhere, even if no process had enough failures to
+    /// trip on its own. The open period is the breaker's `open_duration`,
+    /// as for a local trip.
+    ///
+    /// Off by default: a good threshold depends on how many processes share
+    /// the breaker and how many calls each makes. Give every process of the
+    /// fleet the same setting: each write judges the window with the
+    /// writer's.
+    ///
+    /// Time is the Redis server's, in ten buckets of `window / 10`: a
+    /// failure counts for between nine tenths of `window` and all of it,
+    /// never longer. The window counts within one closed period of the
+    /// fleet: a trip (any) starts it afresh, and failures while the fleet
+    /// is open do not count. An agent writes the failures of each tick in
+    /// its one round trip; failures while Redis was unavailable are not
+    /// written later.
+    pub fn failure_window(mut self, threshold: u32, window: Duration) -> Self {
+        self.window = Some((threshold, window));
+        self
+    }
+
     /// Checks the settings and starts the agent thread. Does not wait for
     /// Redis: the agent connects in the background.
     ///
@@ -334,7 +401,9 @@ impl FleetBuilder {
     /// that does not parse or is not the certificate's (never shown); an
     /// empty `prefix` or one with `{`, `}` or whitespace, a
     /// zero `timeout`, `tick`, `refresh` or `probe_lease`, or a
-    /// `reconnect_backoff` whose first wait is zero or above its max.
+    /// `reconnect_backoff` whose first wait is zero or above its max, or a
+    /// `failure_window` whose threshold is zero or whose window is not
+    /// between 10 ms and 24 h.
     pub fn build(self) -> Result<Fleet, ConfigError> {
         let invalid = |field, rule, value: String| ConfigError::Invalid { field, rule, value };
         let info = self.url.connection_info().map_err(|_| tls::url_refused())?;
@@ -369,6 +438,27 @@ impl FleetBuilder {
                 format!("{:?} > {:?}", self.reconnect_min, self.reconnect_max),
             ));
         }
+        let window = match self.window {
+            None => None,
+            Some((0, _)) => {
+                return Err(invalid(
+                    "failure_window",
+                    "threshold must be above zero",
+                    "0".into(),
+                ))
+            }
+            Some((_, w)) if w < FailureWindow::MIN || w > FailureWindow::MAX => {
+                return Err(invalid(
+                    "failure_window",
+                    "window must be between 10 ms and 24 h",
+                    format!("{w:?}"),
+                ))
+            }
+            Some((threshold, w)) => Some(FailureWindow {
+                threshold,
+                bucket_ms: (w.as_millis() as u64) / FailureWindow::BUCKETS,
+            }),
+        };
         let settings = Arc::new(Settings {
             client,
             redis: self.url,
@@ -382,6 +472,7 @@ impl FleetBuilder {
             lease: self.lease,
             reconnect_min: self.reconnect_min,
             reconnect_max: self.reconnect_max,
+            window,
         });
         let stats = Arc::new(Stats::default());
         let (tx, rx) = crossbeam_channel::unbounded();

@@ -12,10 +12,15 @@ use redis::{FromRedisValue, RedisResult, Value};
 pub(crate) struct Keys {
     /// A hash: `state` (`open` or `closed`), `epoch` (the open period's
     /// number, raised by every change of state), `open_until` (server
-    /// milliseconds), `step` (the backoff step), `leases` (leases issued).
+    /// milliseconds), `step` (the backoff step: re-opens in a row, reset by
+    /// a close), `period` (the open period's length in milliseconds, 0 when
+    /// closed), `leases` (leases issued).
     pub(crate) state: String,
     /// The probe lease: a token `epoch:n:agent`, set with `SET NX PX`.
     pub(crate) lease: String,
+    /// The recent-failures window (see [`WINDOW`]): a hash of failure
+    /// counts by time bucket, and `epoch`, the open period it counts in.
+    pub(crate) window: String,
 }
 
 impl Keys {
@@ -23,6 +28,7 @@ impl Keys {
         Keys {
             state: format!("{{{prefix}:{name}}}:state"),
             lease: format!("{{{prefix}:{name}}}:lease"),
+            window: format!("{{{prefix}:{name}}}:window"),
         }
     }
 }
@@ -37,14 +43,15 @@ pub(crate) fn channel(prefix: &str) -> String {
 const PRELUDE: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local h = redis.call('HMGET', KEYS[1], 'state', 'epoch', 'open_until')
+local h = redis.call('HMGET', KEYS[1], 'state', 'epoch', 'open_until', 'step')
 local state = h[1] or 'closed'
 local epoch = tonumber(h[2]) or 0
 local open_until = tonumber(h[3]) or 0
+local step = tonumber(h[4]) or 0
 local function view(applied)
   local lease = redis.call('GET', KEYS[2]) or ''
   local pttl = redis.call('PTTL', KEYS[2])
-  return {state, epoch, open_until, now, lease, pttl, applied}
+  return {state, epoch, open_until, now, lease, pttl, applied, step}
 end
 local function holds_lease(token)
   return state == 'open' and redis.call('GET', KEYS[2]) == token
@@ -53,8 +60,9 @@ end
 -- A new period: open for `open_ms` from now (or closed when `open_ms` is
 -- nil) at backoff `step`; the lease of the last period ends, and the
 -- change is announced on `channel` as `name`.
-local function new_period(open_ms, step, channel, name)
+local function new_period(open_ms, new_step, channel, name)
   epoch = epoch + 1
+  step = tonumber(new_step)
   if open_ms then
     state = 'open'
     open_until = now + tonumber(open_ms)
@@ -62,7 +70,7 @@ local function new_period(open_ms, step, channel, name)
     state = 'closed'
     open_until = 0
   end
-  redis.call('HSET', KEYS[1], 'state', state, 'epoch', epoch, 'open_until', open_until, 'step', step)
+  redis.call('HSET', KEYS[1], 'state', state, 'epoch', epoch, 'open_until', open_until, 'step', step, 'period', open_ms or 0)
   redis.call('DEL', KEYS[2])
   redis.call('PUBLISH', channel, name)
   return view(1)
@@ -80,9 +88,11 @@ return view(0)
 
 /// The lease holder's probe failed: ARGV = token, open_ms, step, channel,
 /// name. A new open period, only if `token` still holds this period's lease.
+/// The fleet's step is authoritative: the new one is the fleet's plus one,
+/// or the prober's if that is higher.
 const REOPEN: &str = r#"
 if holds_lease(ARGV[1]) then
-  return new_period(ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+  return new_period(ARGV[2], math.max(step + 1, tonumber(ARGV[3])), ARGV[4], ARGV[5])
 end
 return view(0)
 "#;
@@ -107,9 +117,53 @@ end
 return view(0)
 "#;
 
-/// The four scripts, in the order of [`Script`].
-pub(crate) fn sources() -> [String; 4] {
-    [TRIP, REOPEN, CLOSE, SYNC].map(|body| format!("{PRELUDE}{body}"))
+/// One agent's failures since its last tick, into the recent-failures
+/// window `KEYS[3]`: ARGV = failures, bucket_ms, buckets, threshold,
+/// open_ms, channel, name.
+///
+/// The window is a hash of counts by bucket (server milliseconds divided by
+/// `bucket_ms`); the last `buckets` buckets count, older ones are deleted,
+/// and the key expires when no failure has come for a whole window. It
+/// counts within one closed period (`epoch`): any change of the fleet's
+/// state starts it afresh, and failures while the fleet is open count
+/// nothing. When the window reaches `threshold`, the fleet opens for
+/// `open_ms` at step 0.
+const WINDOW: &str = r#"
+if state == 'open' then
+  return view(0)
+end
+local w = KEYS[3]
+if redis.call('HGET', w, 'epoch') ~= tostring(epoch) then
+  redis.call('DEL', w)
+  redis.call('HSET', w, 'epoch', epoch)
+end
+local width = tonumber(ARGV[2])
+local buckets = tonumber(ARGV[3])
+local bucket = math.floor(now / width)
+redis.call('HINCRBY', w, bucket, ARGV[1])
+local sum = 0
+local all = redis.call('HGETALL', w)
+for i = 1, #all, 2 do
+  local b = tonumber(all[i])
+  if all[i] ~= 'epoch' and b then
+    if b <= bucket - buckets then
+      redis.call('HDEL', w, all[i])
+    else
+      sum = sum + tonumber(all[i + 1])
+    end
+  end
+end
+redis.call('PEXPIRE', w, width * (buckets + 1))
+if sum >= tonumber(ARGV[4]) then
+  redis.call('DEL', w)
+  return new_period(ARGV[5], 0, ARGV[6], ARGV[7])
+end
+return view(0)
+"#;
+
+/// The scripts, in the order of [`Script`].
+pub(crate) fn sources() -> [String; 5] {
+    [TRIP, REOPEN, CLOSE, SYNC, WINDOW].map(|body| format!("{PRELUDE}{body}"))
 }
 
 /// Which script.
@@ -119,6 +173,7 @@ pub(crate) enum Script {
     Reopen = 1,
     Close = 2,
     Sync = 3,
+    Window = 4,
 }
 
 /// A breaker's state in the fleet, as a script answers it. Times are the
@@ -135,11 +190,13 @@ pub(crate) struct View {
     pub(crate) lease_ttl: i64,
     /// Whether the script changed the fleet's state.
     pub(crate) applied: bool,
+    /// The fleet's backoff step: re-opens in a row of this outage.
+    pub(crate) step: u32,
 }
 
 impl FromRedisValue for View {
     fn from_redis_value(v: Value) -> Result<View, redis::ParsingError> {
-        let (state, epoch, open_until, now, lease, lease_ttl, applied): (
+        let (state, epoch, open_until, now, lease, lease_ttl, applied, step): (
             String,
             i64,
             i64,
@@ -147,6 +204,7 @@ impl FromRedisValue for View {
             String,
             i64,
             i64,
+            u32,
         ) = FromRedisValue::from_redis_value(v)?;
         Ok(View {
             open: state == "open",
@@ -156,6 +214,7 @@ impl FromRedisValue for View {
             lease,
             lease_ttl,
             applied: applied != 0,
+            step,
         })
     }
 }
@@ -169,8 +228,8 @@ pub(crate) fn lease_of(token: &str, agent: &str) -> Option<i64> {
 }
 
 /// Loads the scripts on a connection, returning their SHA1 digests.
-pub(crate) fn load(con: &mut redis::Connection) -> RedisResult<[String; 4]> {
-    let [a, b, c, d] = sources();
+pub(crate) fn load(con: &mut redis::Connection) -> RedisResult<[String; 5]> {
+    let [a, b, c, d, e] = sources();
     let load = |con: &mut redis::Connection, s: &str| -> RedisResult<String> {
         redis::cmd("SCRIPT").arg("LOAD").arg(s).query(con)
     };
@@ -179,6 +238,7 @@ pub(crate) fn load(con: &mut redis::Connection) -> RedisResult<[String; 4]> {
         load(con, &b)?,
         load(con, &c)?,
         load(con, &d)?,
+        load(con, &e)?,
     ])
 }
 
@@ -191,6 +251,7 @@ mod tests {
         let k = Keys::new("prod", "corporate-actions");
         assert_eq!(k.state, "{prod:corporate-actions}:state");
         assert_eq!(k.lease, "{prod:corporate-actions}:lease");
+        assert_eq!(k.window, "{prod:corporate-actions}:window");
     }
 
     #[test]

@@ -31,6 +31,14 @@ pub struct FleetSnapshot {
     pub messages: u64,
     /// Reads of a breaker's fleet state (refreshes and announced changes).
     pub reads: u64,
+    /// Local failures written to the fleet's recent-failures windows
+    /// ([`FleetBuilder::failure_window`]).
+    ///
+    /// [`FleetBuilder::failure_window`]: crate::fleet::FleetBuilder::failure_window
+    pub failures_published: u64,
+    /// Fleet trips made by this agent's window writes: the fleet's failures
+    /// reached the window's threshold. Also counted in `published`.
+    pub window_trips: u64,
 }
 
 /// The counters, shared between the agent thread and its handle.
@@ -46,6 +54,8 @@ pub(crate) struct Stats {
     pub(crate) fenced: AtomicU64,
     pub(crate) messages: AtomicU64,
     pub(crate) reads: AtomicU64,
+    pub(crate) failures_published: AtomicU64,
+    pub(crate) window_trips: AtomicU64,
 }
 
 impl Stats {
@@ -66,6 +76,8 @@ impl Stats {
             fenced: get(&self.fenced),
             messages: get(&self.messages),
             reads: get(&self.reads),
+            failures_published: get(&self.failures_published),
+            window_trips: get(&self.window_trips),
         }
     }
 }

@@ -37,6 +37,25 @@
 //! | `fusebox_dead_letter_capacity{buffer}` | gauge | the buffer's capacity |
 //! | `fusebox_dead_letter_emits_total{buffer,priority,fate}` | counter | emits by fate: `stored`, `shed`, `refused`, `replayed` |
 //!
+//! With the `redis` feature, the fleet agents registered with the registry
+//! (`Registry::register_fleet`) are scraped too, labelled with their
+//! `prefix`:
+//!
+//! | metric | type | meaning |
+//! |---|---|---|
+//! | `fusebox_fleet_connected{prefix}` | gauge | 1 while the agent holds a working connection to Redis |
+//! | `fusebox_fleet_breakers{prefix}` | gauge | breakers the agent serves |
+//! | `fusebox_fleet_outages_total{prefix}` | counter | Redis outages seen (one log line each) |
+//! | `fusebox_fleet_errors_total{prefix}` | counter | Redis errors and timeouts |
+//! | `fusebox_fleet_published_total{prefix}` | counter | local trips, re-opens and closes that changed the fleet's state |
+//! | `fusebox_fleet_applied_total{prefix}` | counter | fleet states applied to local breakers that changed them |
+//! | `fusebox_fleet_leases_won_total{prefix}` | counter | probe leases won |
+//! | `fusebox_fleet_fenced_total{prefix}` | counter | probe results refused by the fence |
+//! | `fusebox_fleet_messages_total{prefix}` | counter | announcements received over pub/sub |
+//! | `fusebox_fleet_reads_total{prefix}` | counter | reads of a breaker's fleet state |
+//! | `fusebox_fleet_failures_published_total{prefix}` | counter | local failures written to the recent-failures windows |
+//! | `fusebox_fleet_window_trips_total{prefix}` | counter | fleet trips made by the recent-failures window |
+//!
 //! `prometheus-client` has no state-set type, so the state set is the usual
 //! gauge per state.
 //!
@@ -61,6 +80,9 @@
 //! assert!(fusebox::prometheus::encode(&registry).ends_with("# EOF\n"));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+
+#[cfg(feature = "redis")]
+mod fleet;
 
 use std::fmt;
 
@@ -362,6 +384,8 @@ impl Collector for RegistryCollector {
         breakers(&self.registry, &mut encoder)?;
         #[cfg(feature = "isolation")]
         isolation(&self.registry, &mut encoder)?;
+        #[cfg(feature = "redis")]
+        fleet::fleets(&self.registry, &mut encoder)?;
         Ok(())
     }
 }

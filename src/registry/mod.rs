@@ -31,6 +31,8 @@ mod audit;
 #[cfg_attr(not(any(feature = "serde", feature = "admin")), allow(dead_code))]
 pub(crate) mod duration;
 mod error;
+#[cfg(feature = "redis")]
+mod fleet;
 #[cfg(feature = "isolation")]
 mod isolation;
 
@@ -64,6 +66,8 @@ struct Inner {
     trail: Mutex<Trail>,
     #[cfg(feature = "isolation")]
     isolation: isolation::Isolation,
+    #[cfg(feature = "redis")]
+    fleets: fleet::Fleets,
 }
 
 impl Default for Inner {
@@ -74,6 +78,8 @@ impl Default for Inner {
             trail: Mutex::new(Trail::new(DEFAULT_AUDIT_CAPACITY)),
             #[cfg(feature = "isolation")]
             isolation: isolation::Isolation::default(),
+            #[cfg(feature = "redis")]
+            fleets: fleet::Fleets::default(),
         }
     }
 }

@@ -1,0 +1,105 @@
+//! The fleet agents' families (features `prometheus` and `redis`), read
+//! from each registered agent's [`FleetSnapshot`] at the scrape.
+//!
+//! [`FleetSnapshot`]: crate::fleet::FleetSnapshot
+
+use std::fmt;
+
+use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+
+use super::family;
+use crate::fleet::FleetSnapshot;
+use crate::registry::Registry;
+
+/// How a counter is read from a fleet snapshot.
+type Count = fn(&FleetSnapshot) -> u64;
+
+/// The counters, in the order they are encoded.
+const COUNTERS: [(&str, &str, Count); 10] = [
+    (
+        "fusebox_fleet_outages",
+        "Redis outages the fleet agent has seen (one log line each).",
+        |s| s.outages,
+    ),
+    (
+        "fusebox_fleet_errors",
+        "Redis errors and timeouts the fleet agent has met.",
+        |s| s.errors,
+    ),
+    (
+        "fusebox_fleet_published",
+        "Local trips, re-opens and closes written to the fleet that changed its state.",
+        |s| s.published,
+    ),
+    (
+        "fusebox_fleet_applied",
+        "Fleet states applied to local breakers that changed their state.",
+        |s| s.applied,
+    ),
+    (
+        "fusebox_fleet_leases_won",
+        "Probe leases the fleet agent won.",
+        |s| s.leases_won,
+    ),
+    (
+        "fusebox_fleet_fenced",
+        "Probe results refused because their lease was of an older open period.",
+        |s| s.fenced,
+    ),
+    (
+        "fusebox_fleet_messages",
+        "Fleet announcements received over pub/sub.",
+        |s| s.messages,
+    ),
+    (
+        "fusebox_fleet_reads",
+        "Reads of a breaker's fleet state.",
+        |s| s.reads,
+    ),
+    (
+        "fusebox_fleet_failures_published",
+        "Local failures written to the fleet's recent-failures windows.",
+        |s| s.failures_published,
+    ),
+    (
+        "fusebox_fleet_window_trips",
+        "Fleet trips made when the recent-failures window reached its threshold.",
+        |s| s.window_trips,
+    ),
+];
+
+/// The registered fleet agents' families, labelled with `prefix`.
+pub(super) fn fleets(registry: &Registry, e: &mut DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
+    let fleets = registry.fleet_snapshots();
+    if fleets.is_empty() {
+        return Ok(());
+    }
+    let gauges: [(&str, &str, Count); 2] = [
+        (
+            "fusebox_fleet_connected",
+            "1 while the fleet agent holds a working connection to Redis, else 0.",
+            |s| u64::from(s.connected),
+        ),
+        (
+            "fusebox_fleet_breakers",
+            "Breakers the fleet agent serves.",
+            |s| s.breakers as u64,
+        ),
+    ];
+    for (name, help, value) in gauges {
+        let mut m = family(e, name, help, None, MetricType::Gauge)?;
+        for (prefix, s) in &fleets {
+            m.encode_family(&[("prefix", prefix.as_str())])?
+                .encode_gauge(&(value(s) as i64))?;
+        }
+    }
+    for (name, help, value) in COUNTERS {
+        let mut m = family(e, name, help, None, MetricType::Counter)?;
+        for (prefix, s) in &fleets {
+            m.encode_family(&[("prefix", prefix.as_str())])?
+                .encode_counter::<NoLabelSet, _, f64>(&value(s), None)?;
+        }
+    }
+    Ok(())
+}
