@@ -135,7 +135,7 @@ impl Agent {
     }
 
     /// One round trip: every breaker's writes and due reads, pipelined.
-    fn tick(&mut self, con: &mut Connection, shas: &[String; 4]) -> RedisResult<()> {
+    fn tick(&mut self, con: &mut Connection, shas: &[String]) -> RedisResult<()> {
         let now = Instant::now();
         let s = &self.settings;
         let mut pipe = redis::pipe();
@@ -145,9 +145,10 @@ impl Agent {
             for op in m.ops.drain(..) {
                 let mut cmd = redis::cmd("EVALSHA");
                 cmd.arg(&shas[op.script() as usize])
-                    .arg(2)
+                    .arg(3)
                     .arg(&m.keys.state)
-                    .arg(&m.keys.lease);
+                    .arg(&m.keys.lease)
+                    .arg(&m.keys.audit);
                 match &op {
                     Op::Trip { open_ms, step } => {
                         cmd.arg(open_ms)
