@@ -37,6 +37,7 @@
 //!
 //! [`Reason::Fleet`]: crate::Reason::Fleet
 
+mod admin;
 mod agent;
 mod member;
 mod scripts;
@@ -52,6 +53,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::Sender;
 use parking_lot::Mutex;
 
+pub use admin::{
+    AuditEntry, AuditKind, BreakerStatus, FleetAdmin, FleetAdminError, FleetTransition, FleetWatch,
+    Override, ProbeLease, MAX_ACTOR_LEN, MAX_OVERRIDE, MAX_REASON_LEN,
+};
 pub use snapshot::FleetSnapshot;
 
 use crate::{Breaker, ConfigError};
@@ -294,18 +299,7 @@ impl FleetBuilder {
                 "(not shown, it may hold a password)".into(),
             )
         })?;
-        if self.prefix.is_empty()
-            || self
-                .prefix
-                .chars()
-                .any(|c| c == '{' || c == '}' || c.is_whitespace() || c.is_control())
-        {
-            return Err(invalid(
-                "prefix",
-                "must be non-empty, without braces or whitespace",
-                format!("{:?}", self.prefix),
-            ));
-        }
+        check_prefix(&self.prefix)?;
         for (field, d) in [
             ("timeout", self.timeout),
             ("tick", self.tick),
@@ -358,6 +352,22 @@ impl FleetBuilder {
             thread: Some(thread),
         })
     }
+}
+
+/// A key prefix: non-empty, without braces (the hash tag's) or whitespace.
+fn check_prefix(prefix: &str) -> Result<(), ConfigError> {
+    if prefix.is_empty()
+        || prefix
+            .chars()
+            .any(|c| c == '{' || c == '}' || c.is_whitespace() || c.is_control())
+    {
+        return Err(ConfigError::Invalid {
+            field: "prefix",
+            rule: "must be non-empty, without braces or whitespace",
+            value: format!("{prefix:?}"),
+        });
+    }
+    Ok(())
 }
 
 /// A name for this agent in lease tokens, unique across processes and
