@@ -617,9 +617,40 @@ fn invalid(field: &'static str, rule: &'static str, value: String) -> FleetAdmin
     FleetAdminError::Invalid(ConfigError::Invalid { field, rule, value })
 }
 
-/// An actor or reason: not blank, at most `max` bytes, no control
+/// Checks a breaker name against the crate's rules (as
+/// [`Breaker::builder`](crate::Breaker::builder)'s `build()` does), for
+/// tools that check their arguments before they connect.
+///
+/// # Errors
+///
+/// [`ConfigError::Invalid`] naming `name` and the rule.
+pub fn check_name(name: &str) -> Result<(), ConfigError> {
+    crate::name::check(name)
+}
+
+/// Checks an override's actor: not blank, at most [`MAX_ACTOR_LEN`] bytes,
+/// no control characters (so that it can forge no log line or table row).
+///
+/// # Errors
+///
+/// [`ConfigError::Invalid`] naming `actor` and the rule.
+pub fn check_actor(actor: &str) -> Result<(), ConfigError> {
+    check_text("actor", actor)
+}
+
+/// Checks an override's reason: as [`check_actor`], at most
+/// [`MAX_REASON_LEN`] bytes.
+///
+/// # Errors
+///
+/// [`ConfigError::Invalid`] naming `reason` and the rule.
+pub fn check_reason(reason: &str) -> Result<(), ConfigError> {
+    check_text("reason", reason)
+}
+
+/// An actor or reason: not blank, at most its maximum in bytes, no control
 /// characters (so that it cannot forge a log line or a table row).
-fn check_text(field: &'static str, text: &str) -> Result<(), FleetAdminError> {
+fn check_text(field: &'static str, text: &str) -> Result<(), ConfigError> {
     let (max, too_long) = if field == "actor" {
         (MAX_ACTOR_LEN, "must be at most 64 bytes")
     } else {
@@ -638,7 +669,11 @@ fn check_text(field: &'static str, text: &str) -> Result<(), FleetAdminError> {
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    Err(invalid(field, rule, format!("{:?}", &text[..end])))
+    Err(ConfigError::Invalid {
+        field,
+        rule,
+        value: format!("{:?}", &text[..end]),
+    })
 }
 
 /// `s` with the characters `SCAN MATCH` treats as a pattern escaped.

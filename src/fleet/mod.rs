@@ -54,8 +54,9 @@ use crossbeam_channel::Sender;
 use parking_lot::Mutex;
 
 pub use admin::{
-    AuditEntry, AuditKind, BreakerStatus, FleetAdmin, FleetAdminError, FleetTransition, FleetWatch,
-    Override, ProbeLease, MAX_ACTOR_LEN, MAX_OVERRIDE, MAX_REASON_LEN,
+    check_actor, check_name, check_reason, AuditEntry, AuditKind, BreakerStatus, FleetAdmin,
+    FleetAdminError, FleetTransition, FleetWatch, Override, ProbeLease, MAX_ACTOR_LEN,
+    MAX_OVERRIDE, MAX_REASON_LEN,
 };
 pub use snapshot::FleetSnapshot;
 
