@@ -288,20 +288,18 @@ fn secs(d: Duration) -> String {
     format!("{:.1}s", d.as_secs_f64())
 }
 
-fn forced_text(s: &BreakerStatus) -> String {
-    s.forced.as_ref().map_or_else(
-        || "-".into(),
-        |o| {
-            let until = o
-                .expires_in
-                .map_or_else(|| "until reset".into(), |d| format!("for {}", secs(d)));
-            format!(
-                "by {} {until}: {}",
-                printable(&o.actor),
-                printable(&o.reason)
-            )
-        },
-    )
+/// `by alice for 30.0s: vendor down`, under an override.
+fn forced_text(s: &BreakerStatus) -> Option<String> {
+    s.forced.as_ref().map(|o| {
+        let until = o
+            .expires_in
+            .map_or_else(|| "until reset".into(), |d| format!("for {}", secs(d)));
+        format!(
+            "by {} {until}: {}",
+            printable(&o.actor),
+            printable(&o.reason)
+        )
+    })
 }
 
 fn status_table(all: &[BreakerStatus]) -> String {
@@ -323,30 +321,25 @@ fn status_table(all: &[BreakerStatus]) -> String {
             s.epoch,
             s.step,
             lease,
-            forced_text(s)
+            forced_text(s).unwrap_or_else(|| "-".into())
         );
     }
     out
 }
 
 fn status_line(s: &BreakerStatus) -> String {
-    format!(
-        "{}: {} (epoch {}), override {}",
-        s.name,
-        state(s.state),
-        s.epoch,
-        forced_text(s)
-    )
+    let forced = forced_text(s).map_or_else(String::new, |f| format!(", {f}"));
+    format!("{}: {} (epoch {}){forced}", s.name, state(s.state), s.epoch)
 }
 
 fn transition_line(t: &FleetTransition) -> String {
+    let forced = forced_text(&t.status).map_or_else(String::new, |f| format!(", {f}"));
     format!(
-        "{}  {}: {} -> {}  override {}",
+        "{}  {}: {} -> {}{forced}",
         utc(SystemTime::now()),
         t.status.name,
         t.from.map_or("?", state),
         state(t.status.state),
-        forced_text(&t.status)
     )
 }
 
