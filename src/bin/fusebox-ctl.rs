@@ -23,9 +23,9 @@ use serde_json::{json, Value};
 #[derive(Parser, Debug)]
 #[command(name = "fusebox-ctl", version, max_term_width = 100)]
 struct Cli {
-    /// The Redis URL, redis://[user:password@]host:port/db. Prefer the
-    /// FUSEBOX_REDIS_URL environment variable: it keeps a password out of
-    /// process listings (ps), where a command line shows.
+    /// The Redis URL, redis://user:password@host:port/db (user and password
+    /// optional). Prefer the FUSEBOX_REDIS_URL environment variable: it keeps
+    /// a password out of process listings (ps), where a command line shows.
     #[arg(long, global = true, env = "FUSEBOX_REDIS_URL", hide_env_values = true)]
     url: Option<String>,
 
