@@ -267,6 +267,13 @@ fn a_reset_closes_a_breaker_the_fleet_holds_open() {
     });
     assert_eq!(ops.status("vendor").unwrap().state, State::Closed);
     for b in &breakers {
+        assert_eq!(
+            last_reason(b),
+            Reason::Reset {
+                actor: "bob".into(),
+                note: "vendor fixed".into()
+            }
+        );
         assert!(succeed(b).is_ok());
     }
 }
