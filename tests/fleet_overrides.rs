@@ -522,3 +522,36 @@ fn an_unreachable_redis_is_reported_at_once_without_the_password() {
     let err = FleetAdmin::connect(&url, "pr{od", SEC).unwrap_err();
     assert!(matches!(err, FleetAdminError::Invalid(_)), "{err:?}");
 }
+
+#[test]
+fn a_local_reset_of_the_fleets_prober_stays_local() {
+    let redis = RedisServer::start();
+    let (fleets, breakers) = processes(&redis, "probe", 2);
+    let mut ops = admin(&redis, "probe");
+
+    assert!(fail(&breakers[0]).is_err());
+    wait_for("a lease to be won", || {
+        fleets.iter().map(|f| f.snapshot().leases_won).sum::<u64>() == 1
+    });
+    let prober = usize::from(fleets[1].snapshot().leases_won == 1);
+    let probe = breakers[prober]
+        .try_acquire_owned()
+        .expect("the lease holder's breaker lets its probe go");
+    assert_eq!(breakers[prober].state(), State::HalfOpen);
+
+    // Its local operator resets it while the probe is out: the fleet is
+    // not closed by that, the other process stays open.
+    breakers[prober].reset("carol", "local check");
+    every_agent_reads_again(&fleets);
+    every_agent_reads_again(&fleets);
+    let status = ops.status("vendor").unwrap();
+    assert_eq!(
+        status.state,
+        State::HalfOpen,
+        "the fleet still waits for its probe"
+    );
+    assert!(status.lease.is_some());
+    assert_eq!(breakers[1 - prober].state(), State::Open);
+    assert_eq!(fleets[prober].snapshot().published, u64::from(prober == 0));
+    drop(probe);
+}
