@@ -21,6 +21,14 @@
 //! backoff. `docs/fleet.md` has the keys, the scripts, the staleness bound
 //! and the failure modes.
 //!
+//! Operators override a breaker in every process at once with
+//! [`FleetAdmin`] (or the `fusebox-ctl` command, feature `ctl`): force it
+//! open or closed, with an actor, a reason and an expiry on the Redis
+//! server's clock, or reset it. Each action is one atomic script that also
+//! appends it to the breaker's audit stream; every agent applies it to its
+//! local breaker with the breaker's own `force_open_for`, `force_closed`,
+//! `reset`. An override set through a breaker's own API stays local.
+//!
 //! ```no_run
 //! use fusebox::fleet::Fleet;
 //! use fusebox::{Breaker, CallPath, Classifier};
