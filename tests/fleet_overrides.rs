@@ -23,14 +23,15 @@ use redis_server::RedisServer;
 /// How long a test waits for the fleet to do what it must before failing.
 const PATIENCE: Duration = Duration::from_secs(10);
 
-/// Polls `cond` every millisecond until it holds; fails the test after
-/// `PATIENCE`.
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+/// Polls `cond` every millisecond until it holds, and returns how long
+/// that took; fails the test after `PATIENCE`.
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) -> Duration {
     let start = Instant::now();
     while !cond() {
         assert!(start.elapsed() < PATIENCE, "waited {PATIENCE:?} for {what}");
         std::thread::sleep(MS);
     }
+    start.elapsed()
 }
 
 /// `n` agents (processes) under `prefix`, each with a breaker `vendor`
@@ -155,6 +156,19 @@ fn a_fleet_override_reaches_every_process_with_its_actor_and_reason() {
         ("bob", "status page says green")
     );
     assert!(forced.expires_in.is_some_and(|d| d <= 60 * SEC));
+
+    // A process that starts now gets the override at its first read.
+    let (_late_fleet, late) = processes(&redis, "ovr", 1);
+    wait_for("the new process to be forced closed", || {
+        late[0].state() == State::ForcedClosed
+    });
+    assert_eq!(
+        last_reason(&late[0]),
+        Reason::ForcedClosed {
+            actor: "bob".into(),
+            note: "status page says green".into()
+        }
+    );
 }
 
 #[test]
@@ -205,13 +219,15 @@ fn a_reset_lifts_the_override_everywhere_and_closes_and_the_fleet_does_not_fight
 
     // A trip in one process opens the fleet.
     assert!(fail(&breakers[0]).is_err());
-    wait_for("every process to open", || all_in(&breakers, State::Open));
+    let trip = wait_for("every process to open", || all_in(&breakers, State::Open));
 
     ops.force_closed("vendor", "alice", "known-good vendor", None)
         .unwrap();
-    wait_for("every process to be forced closed", || {
+    let forced = wait_for("every process to be forced closed", || {
         all_in(&breakers, State::ForcedClosed)
     });
+    // Printed, never asserted: both travel by pub/sub and one read.
+    println!("staleness: a trip reached every process in {trip:?}, an override in {forced:?}");
     let epoch = ops.status("vendor").unwrap().epoch;
     // Process 0's own operator resets its breaker, which then trips on its
     // own: the fleet's state does not change under the override.
