@@ -264,6 +264,10 @@ impl Member {
             }
             return true;
         }
+        if !new && self.override_seq.is_none() {
+            // Nothing to do: no snapshot (and no lock) at every read.
+            return false;
+        }
         let snap = self.breaker.snapshot();
         let last = snap.last_transition.as_ref().map(|c| c.seq);
         let forced = snap.state.is_forced();
