@@ -100,6 +100,19 @@ fn documented_acl_user(prefix: &str) -> String {
         .replace("prod:", &format!("{prefix}:"))
 }
 
+/// The operators' `ACL SETUSER fusebox-ops` line of docs/fleet.md, as a
+/// `user` directive for `prefix` and [`PASSWORD`].
+fn documented_ops_user(prefix: &str) -> String {
+    let guide = include_str!("../docs/fleet.md");
+    let line = guide
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("ACL SETUSER fusebox-ops "))
+        .expect("docs/fleet.md shows the operators' ACL SETUSER line");
+    format!("fusebox-ops {line}")
+        .replace(">PASSWORD", &format!(">{PASSWORD}"))
+        .replace("prod:", &format!("{prefix}:"))
+}
+
 /// Shares a trip from `a` (in `fa`) to `b` (in `fb`), both connected.
 fn a_trip_reaches_the_other(fa: &Fleet, a: &Breaker, fb: &Fleet, b: &Breaker) {
     wait_for("both agents to connect", || connected(fa) && connected(fb));
@@ -515,4 +528,50 @@ fn build_refuses_bad_tls_settings_naming_the_field_and_never_showing_the_key() {
         Fleet::builder(&tls).build().is_ok(),
         "system roots need no setting"
     );
+}
+
+#[test]
+fn operators_with_the_documented_permissions_list_override_audit_and_watch() {
+    let redis = RedisServer::start_with(Options {
+        users: vec![documented_acl_user("ops"), documented_ops_user("ops")],
+        ..Options::default()
+    });
+    let f = fleet(redis.url_as("fusebox", PASSWORD), "ops")
+        .build()
+        .unwrap();
+    let b = vendor();
+    f.join(&b).unwrap();
+    wait_for("the agent to connect", || connected(&f));
+    let operator = || {
+        fleet(redis.url_as("fusebox-ops", PASSWORD), "ops")
+            .admin()
+            .unwrap()
+    };
+    let mut admin = operator();
+    let mut watch = admin.watch().unwrap();
+    let forced = admin
+        .force_open("vendor", "alice", "vendor migration", Some(60 * SEC))
+        .unwrap();
+    assert_eq!(forced.state, State::ForcedOpen);
+    wait_for("the override to reach the process", || {
+        b.state() == State::ForcedOpen
+    });
+    let seen = watch.next(Some(PATIENCE)).unwrap().expect("a change");
+    assert_eq!(seen.status.name, "vendor");
+    let names: Vec<String> = admin.list().unwrap().into_iter().map(|s| s.name).collect();
+    assert_eq!(names, ["vendor"]);
+    admin.reset("vendor", "alice", "vendor back").unwrap();
+    wait_for("the reset to reach the process", || {
+        b.state() == State::Closed
+    });
+    let audit = operator().audit(None, 10).unwrap();
+    assert_eq!(audit.len(), 2, "{audit:?}");
+    assert_eq!(f.snapshot().errors, 0);
+
+    // The agents' user cannot force a breaker.
+    let mut agents = fleet(redis.url_as("fusebox", PASSWORD), "ops")
+        .admin()
+        .unwrap();
+    assert!(agents.force_open("vendor", "mallory", "x", None).is_err());
+    assert_eq!(b.state(), State::Closed);
 }

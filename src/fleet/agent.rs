@@ -149,7 +149,7 @@ impl Agent {
     }
 
     /// One round trip: every breaker's writes and due reads, pipelined.
-    fn tick(&mut self, con: &mut Connection, shas: &[String; 5]) -> RedisResult<()> {
+    fn tick(&mut self, con: &mut Connection, shas: &[String]) -> RedisResult<()> {
         let now = Instant::now();
         let s = &self.settings;
         let mut pipe = redis::pipe();
@@ -158,15 +158,12 @@ impl Agent {
             m.collect(now);
             for op in m.ops.drain(..) {
                 let mut cmd = redis::cmd("EVALSHA");
-                cmd.arg(&shas[op.script() as usize]);
-                if let Op::Window { .. } = op {
-                    cmd.arg(3)
-                        .arg(&m.keys.state)
-                        .arg(&m.keys.lease)
-                        .arg(&m.keys.window);
-                } else {
-                    cmd.arg(2).arg(&m.keys.state).arg(&m.keys.lease);
-                }
+                cmd.arg(&shas[op.script() as usize])
+                    .arg(4)
+                    .arg(&m.keys.state)
+                    .arg(&m.keys.lease)
+                    .arg(&m.keys.audit)
+                    .arg(&m.keys.window);
                 match &op {
                     Op::Trip { open_ms, step } => {
                         cmd.arg(open_ms)

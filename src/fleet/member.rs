@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::fleet::scripts::{lease_of, Keys, Script, View};
+use crate::fleet::scripts::{lease_of, Action, ActionKind, Keys, Script, View};
 use crate::fleet::snapshot::Stats;
 use crate::fleet::Settings;
 use crate::{Breaker, Reason, State, StateChange, Subscription};
@@ -59,6 +59,12 @@ pub(crate) struct Member {
     token: Option<String>,
     /// Whether the local breaker was let probe under `token`.
     released: bool,
+    /// The `ovr_id` of the fleet's last operator action this agent has
+    /// acted on (`None` until the first read).
+    action_seen: Option<i64>,
+    /// The `seq` of the local change by which the agent applied the
+    /// fleet's override, while it may still be in force.
+    override_seq: Option<u64>,
     /// When the fleet's view is to be read next.
     next_sync: Instant,
     /// Writes and reads waiting for the next round trip.
@@ -87,6 +93,8 @@ impl Member {
             dropped: 0,
             token: None,
             released: false,
+            action_seen: None,
+            override_seq: None,
             next_sync: Instant::now(),
             ops: Vec::new(),
             counts_failures,
@@ -159,7 +167,12 @@ impl Member {
     }
 
     fn op_for(&mut self, change: &StateChange) -> Option<Op> {
-        if change.reason == Reason::Fleet {
+        // What the fleet caused is not written back, and an operator's
+        // action on the local breaker (through its own API) stays local.
+        if change.reason == Reason::Fleet
+            || change.reason == Reason::OverrideExpired
+            || change.reason.actor().is_some()
+        {
             return None;
         }
         match (change.from, change.to) {
@@ -211,6 +224,15 @@ impl Member {
             Stats::add(&stats.fenced);
         }
         let now = Instant::now();
+        if self.follow_operator(&view.action, view.now) {
+            // An operator's override holds every process: no hold, no
+            // lease, until it is lifted or expires.
+            self.token = None;
+            self.released = false;
+            let left = view.action.left(view.now).map_or(s.refresh, ms);
+            self.next_sync = now + left.min(s.refresh);
+            return;
+        }
         if !view.open {
             self.token = None;
             self.released = false;
@@ -257,6 +279,61 @@ impl Member {
         }
     }
 
+    /// Applies the fleet's operator action to the local breaker, once per
+    /// action, and returns whether an override is in force in the fleet.
+    ///
+    /// - An override in force is applied with the operator's actor and
+    ///   reason, and the time it has left on the server's clock.
+    /// - A reset, an expiry or an override gone from Redis lifts the
+    ///   override the agent applied, if it is still what holds the local
+    ///   breaker (its last change): an override a local operator set since,
+    ///   through the breaker's own API, is never undone.
+    /// - A reset also resets a breaker under no override (one the fleet
+    ///   holds open, or one tripped on its own).
+    fn follow_operator(&mut self, action: &Action, now: i64) -> bool {
+        let first = self.action_seen.is_none();
+        let new = self.action_seen != Some(action.id);
+        self.action_seen = Some(action.id);
+        if action.kind.in_force() {
+            if new {
+                let (actor, reason) = (action.actor.as_str(), action.reason.as_str());
+                let left = action.left(now).map(ms);
+                match (action.kind, left) {
+                    (ActionKind::Open, Some(d)) => self.breaker.force_open_for(actor, reason, d),
+                    (ActionKind::Open, None) => self.breaker.force_open(actor, reason),
+                    (_, Some(d)) => self.breaker.force_closed_for(actor, reason, d),
+                    (_, None) => self.breaker.force_closed(actor, reason),
+                }
+                self.override_seq = self.breaker.snapshot().last_transition.map(|c| c.seq);
+            }
+            return true;
+        }
+        if !new && self.override_seq.is_none() {
+            // Nothing to do: no snapshot (and no lock) at every read.
+            return false;
+        }
+        let snap = self.breaker.snapshot();
+        let last = snap.last_transition.as_ref().map(|c| c.seq);
+        let forced = snap.state.is_forced();
+        // The override the agent applied is still what holds the breaker.
+        let applied = self.override_seq.take();
+        let ours = forced && applied.is_some() && applied == last;
+        match action.kind {
+            // A reset closes every breaker but one a local operator
+            // overrode on their own.
+            ActionKind::Reset if new && !first && (ours || !forced) => {
+                self.breaker.reset(&action.actor, &action.reason);
+            }
+            ActionKind::Reset => {}
+            ActionKind::Expired if ours => {
+                self.breaker.reset(FLEET, "the fleet's override expired")
+            }
+            _ if ours => self.breaker.reset(FLEET, "the fleet's override is gone"),
+            _ => {}
+        }
+        false
+    }
+
     /// Holds the local breaker open for `open_for` at the fleet's backoff
     /// `step`, or closes it.
     fn hold(&mut self, open_for: Option<Duration>, step: u32, stats: &Stats) {
@@ -273,6 +350,10 @@ impl Member {
         }
     }
 }
+
+/// The actor of the agent's own resets, when a fleet override it applied
+/// expires or vanishes.
+const FLEET: &str = "fleet";
 
 /// A trip's write, with the open period the local breaker chose.
 fn trip(breaker: &Breaker) -> Op {

@@ -27,6 +27,14 @@
 //! backoff. `docs/fleet.md` has the keys, the scripts, the staleness bound,
 //! the failure window, the shared backoff and the failure modes.
 //!
+//! Operators override a breaker in every process at once with
+//! [`FleetAdmin`] (or the `fusebox-ctl` command, feature `ctl`): force it
+//! open or closed, with an actor, a reason and an expiry on the Redis
+//! server's clock, or reset it. Each action is one atomic script that also
+//! appends it to the breaker's audit stream; every agent applies it to its
+//! local breaker with the breaker's own `force_open_for`, `force_closed`,
+//! `reset`. An override set through a breaker's own API stays local.
+//!
 //! ```no_run
 //! use fusebox::fleet::Fleet;
 //! use fusebox::{Breaker, CallPath, Classifier};
@@ -43,6 +51,7 @@
 //!
 //! [`Reason::Fleet`]: crate::Reason::Fleet
 
+mod admin;
 mod agent;
 mod member;
 mod scripts;
@@ -60,6 +69,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::Sender;
 use parking_lot::Mutex;
 
+pub use admin::{
+    check_actor, check_name, check_reason, AuditEntry, AuditKind, BreakerStatus, FleetAdmin,
+    FleetAdminError, FleetTransition, FleetWatch, Override, ProbeLease, MAX_ACTOR_LEN,
+    MAX_OVERRIDE, MAX_REASON_LEN,
+};
 pub use snapshot::FleetSnapshot;
 
 use crate::{Breaker, ConfigError};
@@ -388,6 +402,25 @@ impl FleetBuilder {
         self
     }
 
+    /// Connects an operators' [`FleetAdmin`] to this fleet: the same URL,
+    /// TLS settings, prefix and `timeout` (for the connection and every
+    /// answer); the agent's other settings do not apply. Starts no thread.
+    ///
+    /// # Errors
+    ///
+    /// [`FleetAdminError::Url`] for a URL the redis crate does not accept,
+    /// [`FleetAdminError::Invalid`] for a TLS setting, prefix or timeout
+    /// [`build`](Self::build) would refuse, or
+    /// [`FleetAdminError::Unavailable`].
+    pub fn admin(&self) -> Result<FleetAdmin, FleetAdminError> {
+        let info = self
+            .url
+            .connection_info()
+            .map_err(|_| FleetAdminError::Url)?;
+        let client = tls::client(info, &self.tls)?;
+        FleetAdmin::with_client(client, &self.prefix, self.timeout)
+    }
+
     /// Checks the settings and starts the agent thread. Does not wait for
     /// Redis: the agent connects in the background.
     ///
@@ -408,18 +441,7 @@ impl FleetBuilder {
         let invalid = |field, rule, value: String| ConfigError::Invalid { field, rule, value };
         let info = self.url.connection_info().map_err(|_| tls::url_refused())?;
         let client = tls::client(info, &self.tls)?;
-        if self.prefix.is_empty()
-            || self
-                .prefix
-                .chars()
-                .any(|c| c == '{' || c == '}' || c.is_whitespace() || c.is_control())
-        {
-            return Err(invalid(
-                "prefix",
-                "must be non-empty, without braces or whitespace",
-                format!("{:?}", self.prefix),
-            ));
-        }
+        check_prefix(&self.prefix)?;
         for (field, d) in [
             ("timeout", self.timeout),
             ("tick", self.tick),
@@ -495,6 +517,22 @@ impl FleetBuilder {
             thread: Some(thread),
         })
     }
+}
+
+/// A key prefix: non-empty, without braces (the hash tag's) or whitespace.
+fn check_prefix(prefix: &str) -> Result<(), ConfigError> {
+    if prefix.is_empty()
+        || prefix
+            .chars()
+            .any(|c| c == '{' || c == '}' || c.is_whitespace() || c.is_control())
+    {
+        return Err(ConfigError::Invalid {
+            field: "prefix",
+            rule: "must be non-empty, without braces or whitespace",
+            value: format!("{prefix:?}"),
+        });
+    }
+    Ok(())
 }
 
 /// A name for this agent in lease tokens, unique across processes and

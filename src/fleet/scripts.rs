@@ -18,6 +18,9 @@ pub(crate) struct Keys {
     pub(crate) state: String,
     /// The probe lease: a token `epoch:n:agent`, set with `SET NX PX`.
     pub(crate) lease: String,
+    /// A stream of operator overrides, resets and noticed expiries (see
+    /// `OVERRIDES`), capped at about [`AUDIT_LEN`] entries.
+    pub(crate) audit: String,
     /// The recent-failures window (see [`WINDOW`]): a hash of failure
     /// counts by time bucket, and `epoch`, the open period it counts in.
     pub(crate) window: String,
@@ -28,6 +31,7 @@ impl Keys {
         Keys {
             state: format!("{{{prefix}:{name}}}:state"),
             lease: format!("{{{prefix}:{name}}}:lease"),
+            audit: format!("{{{prefix}:{name}}}:audit"),
             window: format!("{{{prefix}:{name}}}:window"),
         }
     }
@@ -51,7 +55,9 @@ local step = tonumber(h[4]) or 0
 local function view(applied)
   local lease = redis.call('GET', KEYS[2]) or ''
   local pttl = redis.call('PTTL', KEYS[2])
-  return {state, epoch, open_until, now, lease, pttl, applied, step}
+  local o = redis.call('HMGET', KEYS[1], 'step', 'ovr', 'ovr_id', 'ovr_actor', 'ovr_reason', 'ovr_until')
+  return {state, epoch, open_until, now, lease, pttl, applied,
+    tonumber(o[1]) or 0, o[2] or '', tonumber(o[3]) or 0, o[4] or '', o[5] or '', tonumber(o[6]) or 0}
 end
 local function holds_lease(token)
   return state == 'open' and redis.call('GET', KEYS[2]) == token
@@ -118,7 +124,7 @@ return view(0)
 "#;
 
 /// One agent's failures since its last tick, into the recent-failures
-/// window `KEYS[3]`: ARGV = failures, bucket_ms, buckets, threshold,
+/// window `KEYS[4]`: ARGV = failures, bucket_ms, buckets, threshold,
 /// open_ms, channel, name.
 ///
 /// The window is a hash of counts by bucket (server milliseconds divided by
@@ -132,7 +138,7 @@ const WINDOW: &str = r#"
 if state == 'open' then
   return view(0)
 end
-local w = KEYS[3]
+local w = KEYS[4]
 if redis.call('HGET', w, 'epoch') ~= tostring(epoch) then
   redis.call('DEL', w)
   redis.call('HSET', w, 'epoch', epoch)
@@ -161,19 +167,98 @@ end
 return view(0)
 "#;
 
+/// Operator overrides, after the prelude of every script: the hash's fields
+/// `ovr` (the last operator action: `open` or `closed` while an override is
+/// in force, `reset` or `expired` after), `ovr_id` (raised by every action
+/// and every expiry), `ovr_actor`, `ovr_reason`, `ovr_until` (server
+/// milliseconds, 0 for no expiry), and `ovr_announce`, `ovr_name` (where
+/// the action was announced). An audit entry's `time_us` is the server's
+/// clock in microseconds (entries of several breakers' streams are merged
+/// by it), its `expires` in milliseconds (0 for none). An override past its expiry ends here,
+/// whichever script notices it first: it is written to the audit stream
+/// (KEYS[3]) and announced. `overridden` says whether one is in force.
+const OVERRIDES: &str = r#"
+local function audit(kind, actor, reason, until_ms)
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', AUDIT_LEN, '*', 'kind', kind, 'actor', actor,
+    'reason', reason, 'expires', until_ms, 'time_us', tonumber(t[1]) * 1000000 + tonumber(t[2]))
+end
+local ov = redis.call('HMGET', KEYS[1], 'ovr', 'ovr_until', 'ovr_actor', 'ovr_reason', 'ovr_announce', 'ovr_name')
+local overridden = ov[1] == 'open' or ov[1] == 'closed'
+local ovr_until = tonumber(ov[2]) or 0
+if overridden and ovr_until > 0 and now >= ovr_until then
+  overridden = false
+  redis.call('HINCRBY', KEYS[1], 'ovr_id', 1)
+  redis.call('HSET', KEYS[1], 'ovr', 'expired')
+  audit('expired', ov[3] or '', ov[4] or '', ovr_until)
+  if ov[5] and ov[6] then
+    redis.call('PUBLISH', ov[5], ov[6])
+  end
+end
+"#;
+
+/// Before the agent's scripts: while an operator's override is in force,
+/// the fleet's state does not change (no trip, no probe result, no lease).
+const GUARD: &str = r#"
+if overridden then
+  return view(0)
+end
+"#;
+
+/// An operator's action: ARGV = kind (`open`, `closed` or `reset`), actor,
+/// reason, for_ms (0: no expiry; ignored by a reset), channel, name. Every
+/// action starts a new closed period (the lease of the last one ends, and
+/// a probe result made under it is fenced off), records the action in the
+/// hash and the audit stream, and announces it.
+const OVERRIDE: &str = r#"
+local kind = ARGV[1]
+local until_ms = 0
+if kind ~= 'reset' and (tonumber(ARGV[4]) or 0) > 0 then
+  until_ms = now + tonumber(ARGV[4])
+end
+redis.call('HINCRBY', KEYS[1], 'ovr_id', 1)
+redis.call('HSET', KEYS[1], 'ovr', kind, 'ovr_actor', ARGV[2], 'ovr_reason', ARGV[3],
+  'ovr_until', until_ms, 'ovr_announce', ARGV[5], 'ovr_name', ARGV[6])
+audit(kind, ARGV[2], ARGV[3], until_ms)
+return new_period(nil, 0, ARGV[5], ARGV[6])
+"#;
+
+/// A read for operators' tools: the view, changing nothing but an expired
+/// override. No ARGV.
+const PEEK: &str = r#"
+return view(0)
+"#;
+
+/// How many entries a breaker's audit stream keeps, about (`XADD MAXLEN ~`:
+/// Redis trims whole nodes, so a few more may stay).
+pub(crate) const AUDIT_LEN: u32 = 1000;
+
 /// The scripts, in the order of [`Script`].
-pub(crate) fn sources() -> [String; 5] {
-    [TRIP, REOPEN, CLOSE, SYNC, WINDOW].map(|body| format!("{PRELUDE}{body}"))
+pub(crate) fn sources() -> [String; 7] {
+    let overrides = OVERRIDES.replace("AUDIT_LEN", &AUDIT_LEN.to_string());
+    let agent = |body: &str| format!("{PRELUDE}{overrides}{GUARD}{body}");
+    let operator = |body: &str| format!("{PRELUDE}{overrides}{body}");
+    [
+        agent(TRIP),
+        agent(REOPEN),
+        agent(CLOSE),
+        agent(SYNC),
+        operator(OVERRIDE),
+        operator(PEEK),
+        agent(WINDOW),
+    ]
 }
 
-/// Which script.
+/// Which script. Each takes KEYS = the breaker's state, lease and audit;
+/// `Window` also the window, as `KEYS[4]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Script {
     Trip = 0,
     Reopen = 1,
     Close = 2,
     Sync = 3,
-    Window = 4,
+    Override = 4,
+    Peek = 5,
+    Window = 6,
 }
 
 /// A breaker's state in the fleet, as a script answers it. Times are the
@@ -192,20 +277,76 @@ pub(crate) struct View {
     pub(crate) applied: bool,
     /// The fleet's backoff step: re-opens in a row of this outage.
     pub(crate) step: u32,
+    /// The last operator action on the breaker (`ovr_*` in the hash).
+    pub(crate) action: Action,
+}
+
+/// An operator's last action on a breaker of the fleet, as the hash holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Action {
+    pub(crate) kind: ActionKind,
+    /// Raised by every action and every expiry: a new number is a new event.
+    pub(crate) id: i64,
+    pub(crate) actor: String,
+    pub(crate) reason: String,
+    /// Server milliseconds, 0 for no expiry.
+    pub(crate) until: i64,
+}
+
+/// What an operator's last action was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum ActionKind {
+    /// None ever (or the hash is gone).
+    #[default]
+    None,
+    /// Forced open, in force.
+    Open,
+    /// Forced closed, in force.
+    Closed,
+    /// Reset: no override in force.
+    Reset,
+    /// The override reached its expiry: none in force.
+    Expired,
+}
+
+impl ActionKind {
+    pub(crate) fn parse(s: &str) -> ActionKind {
+        match s {
+            "open" => ActionKind::Open,
+            "closed" => ActionKind::Closed,
+            "reset" => ActionKind::Reset,
+            "expired" => ActionKind::Expired,
+            _ => ActionKind::None,
+        }
+    }
+
+    /// Whether an override is in force.
+    pub(crate) fn in_force(self) -> bool {
+        matches!(self, ActionKind::Open | ActionKind::Closed)
+    }
+}
+
+impl Action {
+    /// Milliseconds left before the override's expiry at the server's
+    /// `now`, or `None` for an override without one.
+    pub(crate) fn left(&self, now: i64) -> Option<i64> {
+        (self.until > 0).then(|| (self.until - now).max(0))
+    }
 }
 
 impl FromRedisValue for View {
     fn from_redis_value(v: Value) -> Result<View, redis::ParsingError> {
-        let (state, epoch, open_until, now, lease, lease_ttl, applied, step): (
-            String,
-            i64,
-            i64,
-            i64,
-            String,
-            i64,
-            i64,
-            u32,
-        ) = FromRedisValue::from_redis_value(v)?;
+        type Fleet = (String, i64, i64, i64, String, i64, i64, u32);
+        type Operator = (String, i64, String, String, i64);
+        let mut items: Vec<Value> = FromRedisValue::from_redis_value(v)?;
+        if items.len() < 13 {
+            return Err("a fleet view has 13 fields".into());
+        }
+        let operator = items.split_off(items.len() - 5);
+        let (state, epoch, open_until, now, lease, lease_ttl, applied, step): Fleet =
+            FromRedisValue::from_redis_value(Value::Array(items))?;
+        let (kind, id, actor, reason, until): Operator =
+            FromRedisValue::from_redis_value(Value::Array(operator))?;
         Ok(View {
             open: state == "open",
             epoch,
@@ -215,6 +356,13 @@ impl FromRedisValue for View {
             lease_ttl,
             applied: applied != 0,
             step,
+            action: Action {
+                kind: ActionKind::parse(&kind),
+                id,
+                actor,
+                reason,
+                until,
+            },
         })
     }
 }
@@ -227,19 +375,13 @@ pub(crate) fn lease_of(token: &str, agent: &str) -> Option<i64> {
     (parts.next()? == agent).then_some(epoch)
 }
 
-/// Loads the scripts on a connection, returning their SHA1 digests.
-pub(crate) fn load(con: &mut redis::Connection) -> RedisResult<[String; 5]> {
-    let [a, b, c, d, e] = sources();
-    let load = |con: &mut redis::Connection, s: &str| -> RedisResult<String> {
-        redis::cmd("SCRIPT").arg("LOAD").arg(s).query(con)
-    };
-    Ok([
-        load(con, &a)?,
-        load(con, &b)?,
-        load(con, &c)?,
-        load(con, &d)?,
-        load(con, &e)?,
-    ])
+/// Loads the scripts on a connection, returning their SHA1 digests in the
+/// order of [`Script`].
+pub(crate) fn load(con: &mut redis::Connection) -> RedisResult<Vec<String>> {
+    sources()
+        .iter()
+        .map(|s| redis::cmd("SCRIPT").arg("LOAD").arg(s).query(con))
+        .collect()
 }
 
 #[cfg(test)]
@@ -251,6 +393,7 @@ mod tests {
         let k = Keys::new("prod", "corporate-actions");
         assert_eq!(k.state, "{prod:corporate-actions}:state");
         assert_eq!(k.lease, "{prod:corporate-actions}:lease");
+        assert_eq!(k.audit, "{prod:corporate-actions}:audit");
         assert_eq!(k.window, "{prod:corporate-actions}:window");
     }
 

@@ -1,0 +1,458 @@
+//! `fusebox-ctl`: a fleet's breakers from a shell (feature `ctl`).
+//!
+//! It parses its arguments and prints; the work is done by
+//! [`fusebox::fleet::FleetAdmin`]. Exit codes: 0 done, 2 a bad argument
+//! (nothing was sent), 1 Redis unreachable, slow or in error.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::{Args, CommandFactory, Parser, Subcommand};
+use fusebox::fleet::{
+    check_actor, check_name, check_reason, AuditEntry, BreakerStatus, Fleet, FleetAdmin,
+    FleetAdminError, FleetTransition,
+};
+use serde_json::{json, Value};
+
+/// Status, overrides, live changes and the audit stream of a fleet's
+/// breakers (fusebox fleet mode, shared through Redis).
+///
+/// An override reaches every process whose agent serves a breaker of that
+/// name under the prefix, and is recorded in the breaker's audit stream.
+#[derive(Parser, Debug)]
+#[command(name = "fusebox-ctl", version, max_term_width = 100)]
+struct Cli {
+    /// The Redis URL, redis://user:password@host:port/db (user and password
+    /// optional). Prefer the FUSEBOX_REDIS_URL environment variable: it keeps
+    /// a password out of process listings (ps), where a command line shows.
+    #[arg(long, global = true, env = "FUSEBOX_REDIS_URL", hide_env_values = true)]
+    url: Option<String>,
+
+    /// The key prefix of the fleet (one per environment).
+    #[arg(long, global = true, default_value = "fusebox")]
+    prefix: String,
+
+    /// How long to wait for Redis to connect and to answer (e.g. 500ms, 2s).
+    #[arg(long, global = true, default_value = "2s", value_parser = duration)]
+    timeout: Duration,
+
+    /// A PEM file of the private CA that signed the Redis server's
+    /// certificate (rediss:// only; the system's roots otherwise).
+    #[arg(long, global = true, value_name = "FILE")]
+    tls_ca: Option<std::path::PathBuf>,
+
+    /// A PEM file of this tool's client certificate, for a Redis that asks
+    /// for one (rediss:// only; with --tls-key).
+    #[arg(long, global = true, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+
+    /// The PEM file of the client certificate's private key (with
+    /// --tls-cert).
+    #[arg(long, global = true, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// The fleet's state of one breaker, or of every breaker under the prefix.
+    Status {
+        /// A breaker's name (all breakers when left out).
+        #[arg(value_parser = name)]
+        name: Option<String>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Force a breaker open in every process: every call is refused.
+    ForceOpen(Action),
+    /// Force a breaker closed in every process: every call is let through.
+    ForceClosed(Action),
+    /// Lift the fleet's override and close the breaker in every process.
+    Reset(Who),
+    /// Print each change of the fleet's breakers as it happens (Ctrl-C ends).
+    Watch {
+        /// One JSON object a line instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The audit stream: overrides, resets and expiries, oldest first.
+    Audit {
+        /// A breaker's name (all breakers' entries, merged, when left out).
+        #[arg(value_parser = name)]
+        name: Option<String>,
+        /// How many of the latest entries.
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        count: u32,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args, Debug)]
+struct Who {
+    /// The breaker's name.
+    #[arg(value_parser = name)]
+    name: String,
+    /// Who asks (recorded in the audit stream and every process's breaker).
+    #[arg(long, value_parser = actor)]
+    actor: String,
+    /// Why (recorded with it).
+    #[arg(long, value_parser = reason)]
+    reason: String,
+}
+
+#[derive(Args, Debug)]
+struct Action {
+    #[command(flatten)]
+    who: Who,
+    /// How long the override lasts on the Redis server's clock (e.g. 30s,
+    /// 15m, 2h); until a reset when left out.
+    #[arg(long = "for", value_parser = duration)]
+    lasting: Option<Duration>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let Some(url) = cli.url.as_deref() else {
+        Cli::command()
+            .error(
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "the Redis URL is missing: set FUSEBOX_REDIS_URL (or pass --url)",
+            )
+            .exit();
+    };
+    let mut fleet = Fleet::builder(url)
+        .prefix(cli.prefix.as_str())
+        .timeout(cli.timeout);
+    let read = |path: &std::path::Path| {
+        std::fs::read(path).unwrap_or_else(|e| {
+            Cli::command()
+                .error(
+                    clap::error::ErrorKind::ValueValidation,
+                    format!("cannot read {}: {e}", path.display()),
+                )
+                .exit()
+        })
+    };
+    if let Some(ca) = &cli.tls_ca {
+        fleet = fleet.tls_ca(read(ca));
+    }
+    if let (Some(cert), Some(key)) = (&cli.tls_cert, &cli.tls_key) {
+        fleet = fleet.tls_client_auth(read(cert), read(key));
+    }
+    match fleet.admin().and_then(|admin| run(admin, &cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fusebox-ctl: {e}");
+            ExitCode::from(match e {
+                FleetAdminError::Invalid(_) => 2,
+                _ => 1,
+            })
+        }
+    }
+}
+
+fn run(mut admin: FleetAdmin, cli: &Cli) -> Result<(), FleetAdminError> {
+    match &cli.command {
+        Command::Status { name, json } => {
+            let all = match name {
+                Some(name) => vec![admin.status(name)?],
+                None => admin.list()?,
+            };
+            if *json {
+                let value = match name {
+                    Some(_) => status_json(&all[0]),
+                    None => Value::Array(all.iter().map(status_json).collect()),
+                };
+                println!("{value}");
+            } else {
+                print!("{}", status_table(&all));
+            }
+        }
+        Command::ForceOpen(a) => {
+            let s = admin.force_open(&a.who.name, &a.who.actor, &a.who.reason, a.lasting)?;
+            println!("{}", status_line(&s));
+        }
+        Command::ForceClosed(a) => {
+            let s = admin.force_closed(&a.who.name, &a.who.actor, &a.who.reason, a.lasting)?;
+            println!("{}", status_line(&s));
+        }
+        Command::Reset(w) => {
+            let s = admin.reset(&w.name, &w.actor, &w.reason)?;
+            println!("{}", status_line(&s));
+        }
+        Command::Watch { json } => {
+            let mut watch = admin.watch()?;
+            loop {
+                if let Some(t) = watch.next(None)? {
+                    if *json {
+                        println!("{}", transition_json(&t));
+                    } else {
+                        println!("{}", transition_line(&t));
+                    }
+                }
+            }
+        }
+        Command::Audit { name, count, json } => {
+            let entries = admin.audit(name.as_deref(), *count as usize)?;
+            if *json {
+                println!("{}", Value::Array(entries.iter().map(audit_json).collect()));
+            } else {
+                print!("{}", audit_table(&entries));
+            }
+        }
+    }
+    Ok(())
+}
+
+// Argument checks, so that a bad argument is a usage error (exit 2) before
+// anything connects.
+
+fn name(s: &str) -> Result<String, String> {
+    check_name(s)
+        .map(|()| s.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+fn actor(s: &str) -> Result<String, String> {
+    check_actor(s)
+        .map(|()| s.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+fn reason(s: &str) -> Result<String, String> {
+    check_reason(s)
+        .map(|()| s.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+/// `250ms`, `30s`, `15m`, `2h`, `1d`: a whole number and a unit.
+fn duration(s: &str) -> Result<Duration, String> {
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration like 250ms, 30s, 15m, 2h"))?;
+    let unit_ms = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(format!("`{s}`: the unit must be ms, s, m, h or d")),
+    };
+    n.checked_mul(unit_ms)
+        .map(Duration::from_millis)
+        .ok_or_else(|| format!("`{s}` is too long"))
+}
+
+// Printing.
+
+fn ms(d: Duration) -> u64 {
+    d.as_millis().min(u128::from(u64::MAX)) as u64
+}
+
+fn state(s: fusebox::State) -> &'static str {
+    s.as_str()
+}
+
+fn status_json(s: &BreakerStatus) -> Value {
+    json!({
+        "name": s.name,
+        "state": state(s.state),
+        "open_for_ms": s.open_for.map(ms),
+        "epoch": s.epoch,
+        "step": s.step,
+        "lease": s.lease.as_ref().map(|l| json!({
+            "holder": l.holder,
+            "expires_in_ms": ms(l.expires_in),
+        })),
+        "override": s.forced.as_ref().map(|o| json!({
+            "state": state(o.state),
+            "actor": o.actor,
+            "reason": o.reason,
+            "expires_in_ms": o.expires_in.map(ms),
+        })),
+    })
+}
+
+fn transition_json(t: &FleetTransition) -> Value {
+    json!({
+        "time_ms": ms(SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default()),
+        "from": t.from.map(state),
+        "status": status_json(&t.status),
+    })
+}
+
+fn audit_json(e: &AuditEntry) -> Value {
+    let unix_ms = |t: SystemTime| ms(t.duration_since(UNIX_EPOCH).unwrap_or_default());
+    json!({
+        "name": e.name,
+        "id": e.id,
+        "time_ms": unix_ms(e.time),
+        "kind": e.kind.as_str(),
+        "actor": e.actor,
+        "reason": e.reason,
+        "expires_ms": e.expires.map(unix_ms),
+    })
+}
+
+/// Text from Redis as a terminal shows it: control characters escaped, so
+/// that nothing written there can move the cursor or forge a row.
+fn printable(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.1}s", d.as_secs_f64())
+}
+
+/// `by alice for 30.0s: vendor down`, under an override.
+fn forced_text(s: &BreakerStatus) -> Option<String> {
+    s.forced.as_ref().map(|o| {
+        let until = o
+            .expires_in
+            .map_or_else(|| "until reset".into(), |d| format!("for {}", secs(d)));
+        format!(
+            "by {} {until}: {}",
+            printable(&o.actor),
+            printable(&o.reason)
+        )
+    })
+}
+
+fn status_table(all: &[BreakerStatus]) -> String {
+    let mut out = format!(
+        "{:<32}  {:<13}  {:>8}  {:>5}  {:>4}  {:<24}  OVERRIDE\n",
+        "NAME", "STATE", "OPEN FOR", "EPOCH", "STEP", "LEASE"
+    );
+    for s in all {
+        let lease = s.lease.as_ref().map_or_else(
+            || "-".into(),
+            |l| format!("{} ({})", printable(&l.holder), secs(l.expires_in)),
+        );
+        let _ = writeln!(
+            out,
+            "{:<32}  {:<13}  {:>8}  {:>5}  {:>4}  {:<24}  {}",
+            s.name,
+            state(s.state),
+            s.open_for.map_or_else(|| "-".into(), secs),
+            s.epoch,
+            s.step,
+            lease,
+            forced_text(s).unwrap_or_else(|| "-".into())
+        );
+    }
+    out
+}
+
+fn status_line(s: &BreakerStatus) -> String {
+    let forced = forced_text(s).map_or_else(String::new, |f| format!(", {f}"));
+    format!("{}: {} (epoch {}){forced}", s.name, state(s.state), s.epoch)
+}
+
+fn transition_line(t: &FleetTransition) -> String {
+    let forced = forced_text(&t.status).map_or_else(String::new, |f| format!(", {f}"));
+    format!(
+        "{}  {}: {} -> {}{forced}",
+        utc(SystemTime::now()),
+        t.status.name,
+        t.from.map_or("?", state),
+        state(t.status.state),
+    )
+}
+
+fn audit_table(entries: &[AuditEntry]) -> String {
+    let mut out = format!(
+        "{:<24}  {:<32}  {:<12}  {:<16}  {:<24}  REASON\n",
+        "TIME (UTC)", "NAME", "KIND", "ACTOR", "EXPIRES (UTC)"
+    );
+    for e in entries {
+        let _ = writeln!(
+            out,
+            "{:<24}  {:<32}  {:<12}  {:<16}  {:<24}  {}",
+            utc(e.time),
+            e.name,
+            e.kind.as_str(),
+            printable(&e.actor),
+            e.expires.map_or_else(|| "-".into(), utc),
+            printable(&e.reason)
+        );
+    }
+    out
+}
+
+/// `2026-11-30T15:04:05.123Z`.
+fn utc(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3_600,
+        rem % 3_600 / 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_a_whole_number_and_a_unit() {
+        assert_eq!(duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(duration("15m"), Ok(Duration::from_secs(900)));
+        assert_eq!(duration("2h"), Ok(Duration::from_secs(7_200)));
+        assert!(duration("30").is_err());
+        assert!(duration("s").is_err());
+        assert!(duration("1.5s").is_err());
+        assert!(duration("99999999999999999999d").is_err());
+    }
+
+    #[test]
+    fn times_print_as_utc_dates() {
+        assert_eq!(utc(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let t = UNIX_EPOCH + Duration::from_millis(951_827_696_789);
+        assert_eq!(utc(t), "2000-02-29T12:34:56.789Z");
+        let t = UNIX_EPOCH + Duration::from_secs(1_798_675_200);
+        assert_eq!(utc(t), "2026-12-31T00:00:00.000Z");
+    }
+
+    #[test]
+    fn control_characters_from_redis_are_escaped() {
+        assert_eq!(printable("a\nb\u{1b}[2K"), "a\\nb\\u{1b}[2K");
+        assert_eq!(printable("vendor «down»"), "vendor «down»");
+    }
+
+    #[test]
+    fn the_arguments_are_consistent() {
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,803 @@
+//! The operators' side of fleet mode: read the state of a fleet's breakers,
+//! override them in every process at once, watch their changes and read
+//! the audit stream. `fusebox-ctl` is a thin shell over this; tests use it
+//! too.
+//!
+//! An override is written to Redis with one atomic script (one round trip)
+//! that records it in the breaker's hash, appends it to the breaker's audit
+//! stream and announces it on the fleet's channel; every process's agent
+//! then applies it to its local breaker (`docs/fleet.md`, "Overrides and
+//! fusebox-ctl"). Times are the Redis server's.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+use redis::{Connection, RedisError};
+
+use crate::fleet::scripts::{self, ActionKind, Keys, Script, View};
+use crate::{ConfigError, State};
+
+/// The longest actor accepted, in bytes.
+pub const MAX_ACTOR_LEN: usize = 64;
+/// The longest reason accepted, in bytes.
+pub const MAX_REASON_LEN: usize = 512;
+/// The longest override expiry accepted: a year.
+pub const MAX_OVERRIDE: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// What went wrong talking to a fleet. No variant ever holds the Redis URL
+/// (which may hold a password).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FleetAdminError {
+    /// A bad argument: a breaker name against the crate's rules, an actor
+    /// or reason empty, too long or with control characters, a bad prefix,
+    /// timeout, expiry or count. Nothing was sent.
+    #[error(transparent)]
+    Invalid(#[from] ConfigError),
+    /// The URL is not one the redis crate accepts.
+    #[error("the Redis URL is not a valid redis:// URL (not shown: it may hold a password)")]
+    Url,
+    /// Redis could not be reached, or did not answer within the timeout.
+    #[error("Redis unavailable: {0}")]
+    Unavailable(String),
+    /// Redis answered with an error.
+    #[error("Redis refused the command: {0}")]
+    Redis(String),
+    /// Redis answered something this version does not understand (keys
+    /// written by another program under the prefix?).
+    #[error("unexpected answer from Redis: {0}")]
+    Answer(String),
+}
+
+impl From<RedisError> for FleetAdminError {
+    fn from(err: RedisError) -> FleetAdminError {
+        if err.is_timeout() {
+            FleetAdminError::Unavailable("timed out".into())
+        } else if err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal() {
+            FleetAdminError::Unavailable(format!("connection failed: {err}"))
+        } else if err.kind() == redis::ErrorKind::Parse {
+            FleetAdminError::Answer(err.to_string())
+        } else {
+            FleetAdminError::Redis(err.to_string())
+        }
+    }
+}
+
+/// A breaker of the fleet as Redis holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BreakerStatus {
+    /// The breaker's name.
+    pub name: String,
+    /// The fleet's state: `Closed`, `Open` (in its cool-down), `HalfOpen`
+    /// (the cool-down is over: a probe lease is to be taken or is out),
+    /// `ForcedOpen` or `ForcedClosed` (an operator's override is in force).
+    pub state: State,
+    /// While the fleet's open period runs: how much of it is left.
+    pub open_for: Option<Duration>,
+    /// The period's number, raised by every trip, re-open, close and
+    /// operator action.
+    pub epoch: u64,
+    /// The backoff step the last trip reported.
+    pub step: u64,
+    /// The probe lease, while one is out.
+    pub lease: Option<ProbeLease>,
+    /// The operator's override, while one is in force.
+    pub forced: Option<Override>,
+}
+
+/// A probe lease that one process's agent holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProbeLease {
+    /// The agent that holds it (`pid-n-salt`).
+    pub holder: String,
+    /// How long it lasts if the holder does not answer.
+    pub expires_in: Duration,
+}
+
+/// An operator's override in force in the fleet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Override {
+    /// `ForcedOpen` or `ForcedClosed`.
+    pub state: State,
+    /// Who set it.
+    pub actor: String,
+    /// Why.
+    pub reason: String,
+    /// Time left before it expires, or `None` for one until a reset.
+    pub expires_in: Option<Duration>,
+}
+
+/// What an audit entry records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AuditKind {
+    /// `force-open`.
+    ForceOpen,
+    /// `force-closed`.
+    ForceClosed,
+    /// `reset`.
+    Reset,
+    /// An override reached its expiry (recorded by the first script to
+    /// notice it: an agent's read or an operator's).
+    Expired,
+}
+
+impl AuditKind {
+    /// `force-open`, `force-closed`, `reset` or `expired`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditKind::ForceOpen => "force-open",
+            AuditKind::ForceClosed => "force-closed",
+            AuditKind::Reset => "reset",
+            AuditKind::Expired => "expired",
+        }
+    }
+
+    fn parse(s: &str) -> Option<AuditKind> {
+        match s {
+            "open" => Some(AuditKind::ForceOpen),
+            "closed" => Some(AuditKind::ForceClosed),
+            "reset" => Some(AuditKind::Reset),
+            "expired" => Some(AuditKind::Expired),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for AuditKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One entry of a breaker's audit stream (`{prefix:name}:audit`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AuditEntry {
+    /// The breaker's name.
+    pub name: String,
+    /// The stream entry's id (`ms-seq`).
+    pub id: String,
+    /// When, on the Redis server's clock (microseconds).
+    pub time: SystemTime,
+    /// What happened.
+    pub kind: AuditKind,
+    /// Who (for an expiry: who set the override that expired).
+    pub actor: String,
+    /// Why.
+    pub reason: String,
+    /// The override's expiry on the server's clock, if it had one.
+    pub expires: Option<SystemTime>,
+}
+
+/// A change of a fleet breaker seen by [`FleetWatch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FleetTransition {
+    /// The state the watch last saw the breaker in (`None` for a breaker
+    /// it had not seen).
+    pub from: Option<State>,
+    /// The breaker after the change.
+    pub status: BreakerStatus,
+}
+
+/// A connection to a fleet's Redis for operators: status, overrides, watch
+/// and audit. Each call is one round trip (a listing, one per page of its
+/// scan and one for the states).
+pub struct FleetAdmin {
+    client: redis::Client,
+    con: Connection,
+    prefix: String,
+    channel: String,
+    timeout: Duration,
+}
+
+impl fmt::Debug for FleetAdmin {
+    // The client is left out: its connection info may hold a password.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FleetAdmin")
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FleetAdmin {
+    /// Connects to the Redis at `url` for the fleet under `prefix`, waiting
+    /// at most `timeout` to connect and for every answer. For TLS settings
+    /// (a private CA, a client certificate), use
+    /// [`FleetBuilder::admin`](crate::fleet::FleetBuilder::admin), which
+    /// this calls.
+    ///
+    /// # Errors
+    ///
+    /// [`FleetAdminError::Invalid`] for a bad prefix (as
+    /// [`FleetBuilder::prefix`](crate::fleet::FleetBuilder::prefix)) or a
+    /// zero timeout, [`FleetAdminError::Url`], or
+    /// [`FleetAdminError::Unavailable`].
+    pub fn connect(url: &str, prefix: &str, timeout: Duration) -> Result<Self, FleetAdminError> {
+        crate::fleet::Fleet::builder(url)
+            .prefix(prefix)
+            .timeout(timeout)
+            .admin()
+    }
+
+    /// Connects with a client built from a checked URL and TLS settings.
+    pub(crate) fn with_client(
+        client: redis::Client,
+        prefix: &str,
+        timeout: Duration,
+    ) -> Result<Self, FleetAdminError> {
+        super::check_prefix(prefix)?;
+        if timeout.is_zero() {
+            return Err(invalid("timeout", "must be above zero", "0s".into()));
+        }
+        let con = connection(&client, timeout)?;
+        Ok(FleetAdmin {
+            client,
+            con,
+            prefix: prefix.to_owned(),
+            channel: scripts::channel(prefix),
+            timeout,
+        })
+    }
+
+    /// The prefix of the fleet's keys.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The fleet's state of the breaker `name` (closed, with epoch 0, for a
+    /// name no process has written). Notices an override past its expiry.
+    ///
+    /// # Errors
+    ///
+    /// [`FleetAdminError::Invalid`] for a name against the breaker-name
+    /// rules, or a Redis error.
+    pub fn status(&mut self, name: &str) -> Result<BreakerStatus, FleetAdminError> {
+        crate::name::check(name)?;
+        let view: View = self.script(Script::Peek, name, &[]).query(&mut self.con)?;
+        Ok(status_of(name, &view))
+    }
+
+    /// Every breaker under the prefix that a process or an operator has
+    /// written, by name. The names come from `SCAN` over the state keys
+    /// (never `KEYS`), their states from one pipeline.
+    ///
+    /// # Errors
+    ///
+    /// A Redis error.
+    pub fn list(&mut self) -> Result<Vec<BreakerStatus>, FleetAdminError> {
+        let names = self.names("state")?;
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for name in &names {
+            pipe.add_command(self.script(Script::Peek, name, &[]));
+        }
+        let views: Vec<View> = pipe.query(&mut self.con)?;
+        Ok(names
+            .iter()
+            .zip(&views)
+            .map(|(name, view)| status_of(name, view))
+            .collect())
+    }
+
+    /// Forces the breaker `name` open in every process of the fleet, for
+    /// `lasting` (server time) or until a reset. Records it in the audit
+    /// stream and announces it. Returns the fleet's state after.
+    ///
+    /// # Errors
+    ///
+    /// [`FleetAdminError::Invalid`] for a bad name, actor, reason or
+    /// expiry (nothing is written), or a Redis error.
+    pub fn force_open(
+        &mut self,
+        name: &str,
+        actor: &str,
+        reason: &str,
+        lasting: Option<Duration>,
+    ) -> Result<BreakerStatus, FleetAdminError> {
+        self.act(name, "open", actor, reason, lasting)
+    }
+
+    /// Forces the breaker `name` closed in every process of the fleet, for
+    /// `lasting` or until a reset; as [`force_open`](Self::force_open).
+    ///
+    /// # Errors
+    ///
+    /// As [`force_open`](Self::force_open).
+    pub fn force_closed(
+        &mut self,
+        name: &str,
+        actor: &str,
+        reason: &str,
+        lasting: Option<Duration>,
+    ) -> Result<BreakerStatus, FleetAdminError> {
+        self.act(name, "closed", actor, reason, lasting)
+    }
+
+    /// Lifts the fleet's override of `name` and closes the breaker in every
+    /// process (a new closed period: a probe out is fenced off), except in
+    /// a process whose own operator has overridden its local breaker since.
+    ///
+    /// # Errors
+    ///
+    /// As [`force_open`](Self::force_open).
+    pub fn reset(
+        &mut self,
+        name: &str,
+        actor: &str,
+        reason: &str,
+    ) -> Result<BreakerStatus, FleetAdminError> {
+        self.act(name, "reset", actor, reason, None)
+    }
+
+    /// The last `count` entries of `name`'s audit stream, or of every
+    /// breaker's under the prefix (`None`), oldest first.
+    ///
+    /// # Errors
+    ///
+    /// [`FleetAdminError::Invalid`] for a bad name or a `count` of zero, or
+    /// a Redis error.
+    pub fn audit(
+        &mut self,
+        name: Option<&str>,
+        count: usize,
+    ) -> Result<Vec<AuditEntry>, FleetAdminError> {
+        if count == 0 {
+            return Err(invalid("count", "must be above zero", "0".into()));
+        }
+        let names = match name {
+            Some(name) => {
+                crate::name::check(name)?;
+                vec![name.to_owned()]
+            }
+            None => self.names("audit")?.into_iter().collect(),
+        };
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for name in &names {
+            pipe.cmd("XREVRANGE")
+                .arg(Keys::new(&self.prefix, name).audit)
+                .arg("+")
+                .arg("-")
+                .arg("COUNT")
+                .arg(count);
+        }
+        let streams: Vec<Vec<(String, Vec<String>)>> = pipe.query(&mut self.con)?;
+        let mut entries = Vec::new();
+        for (name, stream) in names.iter().zip(streams) {
+            for (id, fields) in stream {
+                entries.push(entry(name, id, &fields)?);
+            }
+        }
+        // Several streams merge by the server's clock; one stream's entries
+        // keep their order.
+        entries.sort_by(|a, b| {
+            (a.time, stream_id(&a.id), &a.name).cmp(&(b.time, stream_id(&b.id), &b.name))
+        });
+        let skip = entries.len().saturating_sub(count);
+        Ok(entries.split_off(skip))
+    }
+
+    /// Watches the fleet's changes: every trip, re-open, close and operator
+    /// action announced on the fleet's channel, with the breaker's state
+    /// after it. Opens two connections of its own.
+    ///
+    /// # Errors
+    ///
+    /// A Redis error.
+    pub fn watch(&self) -> Result<FleetWatch, FleetAdminError> {
+        let admin = FleetAdmin {
+            client: self.client.clone(),
+            con: connection(&self.client, self.timeout)?,
+            prefix: self.prefix.clone(),
+            channel: self.channel.clone(),
+            timeout: self.timeout,
+        };
+        let sub = connection(&self.client, self.timeout)?;
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let channel = self.channel.clone();
+        let thread = std::thread::Builder::new()
+            .name("fusebox-ctl-watch".into())
+            .spawn(move || listen(sub, &channel, &tx, &stopped))
+            .map_err(|e| FleetAdminError::Unavailable(format!("no watch thread: {e}")))?;
+        let mut watch = FleetWatch {
+            admin,
+            names: rx,
+            last: HashMap::new(),
+            stop,
+            thread: Some(thread),
+        };
+        // Subscribed first, so that no change after this call is missed.
+        match watch.names.recv_timeout(self.timeout) {
+            Ok(Ok(subscribed)) if subscribed.is_empty() => {}
+            Ok(Err(e)) => return Err(e),
+            _ => return Err(FleetAdminError::Unavailable("timed out".into())),
+        }
+        // The states before any change, to tell what each change changed.
+        watch.last = watch
+            .admin
+            .list()?
+            .into_iter()
+            .map(|s| (s.name, s.state))
+            .collect();
+        Ok(watch)
+    }
+
+    fn act(
+        &mut self,
+        name: &str,
+        kind: &str,
+        actor: &str,
+        reason: &str,
+        lasting: Option<Duration>,
+    ) -> Result<BreakerStatus, FleetAdminError> {
+        crate::name::check(name)?;
+        check_text("actor", actor)?;
+        check_text("reason", reason)?;
+        let for_ms = match lasting {
+            None => 0,
+            Some(d) if d < Duration::from_millis(1) || d > MAX_OVERRIDE => {
+                return Err(invalid(
+                    "for",
+                    "must be from 1 ms to 365 days",
+                    format!("{d:?}"),
+                ))
+            }
+            Some(d) => d.as_millis() as u64,
+        };
+        let args = [
+            kind.to_owned(),
+            actor.to_owned(),
+            reason.to_owned(),
+            for_ms.to_string(),
+            self.channel.clone(),
+            name.to_owned(),
+        ];
+        let view: View = self
+            .script(Script::Override, name, &args)
+            .query(&mut self.con)?;
+        Ok(status_of(name, &view))
+    }
+
+    /// An `EVAL` of `script` on `name`'s keys. The source goes with every
+    /// call: an operator's tool is short-lived, and a restarted Redis needs
+    /// no reload.
+    fn script(&self, script: Script, name: &str, args: &[String]) -> redis::Cmd {
+        let keys = Keys::new(&self.prefix, name);
+        let source = &scripts::sources()[script as usize];
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(source)
+            .arg(3)
+            .arg(&keys.state)
+            .arg(&keys.lease)
+            .arg(&keys.audit)
+            .arg(args);
+        cmd
+    }
+
+    /// The names of the breakers with a key `{prefix:name}:suffix`, from
+    /// `SCAN`, sorted.
+    fn names(&mut self, suffix: &str) -> Result<BTreeSet<String>, FleetAdminError> {
+        let head = format!("{{{}:", self.prefix);
+        let tail = format!("}}:{suffix}");
+        let pattern = format!("{}*{}", glob_escape(&head), glob_escape(&tail));
+        let mut names = BTreeSet::new();
+        let mut cursor = 0u64;
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(500)
+                .query(&mut self.con)?;
+            for key in keys {
+                if let Some(name) = key
+                    .strip_prefix(head.as_str())
+                    .and_then(|k| k.strip_suffix(tail.as_str()))
+                {
+                    if crate::name::check(name).is_ok() {
+                        names.insert(name.to_owned());
+                    }
+                }
+            }
+            if next == 0 {
+                return Ok(names);
+            }
+            cursor = next;
+        }
+    }
+}
+
+/// A live feed of a fleet's changes ([`FleetAdmin::watch`]). Dropping it
+/// unsubscribes.
+pub struct FleetWatch {
+    admin: FleetAdmin,
+    names: Receiver<Result<String, FleetAdminError>>,
+    last: HashMap<String, State>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl fmt::Debug for FleetWatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FleetWatch")
+            .field("prefix", &self.admin.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FleetWatch {
+    /// The next change, waiting at most `wait` (`None`: as long as it
+    /// takes); `Ok(None)` when none came in time.
+    ///
+    /// # Errors
+    ///
+    /// A Redis error (the subscription was lost, or a read failed).
+    pub fn next(
+        &mut self,
+        wait: Option<Duration>,
+    ) -> Result<Option<FleetTransition>, FleetAdminError> {
+        let name = match wait {
+            Some(wait) => match self.names.recv_timeout(wait) {
+                Ok(name) => name?,
+                Err(RecvTimeoutError::Timeout) => return Ok(None),
+                Err(RecvTimeoutError::Disconnected) => return Err(gone()),
+            },
+            None => self.names.recv().map_err(|_| gone())??,
+        };
+        let status = self.admin.status(&name)?;
+        let from = self.last.insert(name, status.state);
+        Ok(Some(FleetTransition { from, status }))
+    }
+}
+
+impl Drop for FleetWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn gone() -> FleetAdminError {
+    FleetAdminError::Unavailable("the watch's subscription ended".into())
+}
+
+/// How often the watch's thread looks whether it is to stop.
+const LISTEN_POLL: Duration = Duration::from_millis(100);
+
+/// The watch's thread: subscribes (and says so with an empty name), then
+/// forwards each announced breaker name.
+fn listen(
+    mut sub: Connection,
+    channel: &str,
+    tx: &crossbeam_channel::Sender<Result<String, FleetAdminError>>,
+    stop: &AtomicBool,
+) {
+    let mut pubsub = sub.as_pubsub();
+    let subscribed = pubsub
+        .subscribe(channel)
+        .and_then(|()| pubsub.set_read_timeout(Some(LISTEN_POLL)));
+    if tx
+        .send(subscribed.map(|()| String::new()).map_err(Into::into))
+        .is_err()
+    {
+        return;
+    }
+    while !stop.load(Ordering::Relaxed) {
+        match pubsub.get_message() {
+            Ok(msg) => {
+                if let Ok(name) = std::str::from_utf8(msg.get_payload_bytes()) {
+                    if crate::name::check(name).is_ok() && tx.send(Ok(name.to_owned())).is_err() {
+                        return;
+                    }
+                }
+            }
+            Err(e) if e.is_timeout() => {}
+            Err(e) => {
+                let _ = tx.send(Err(e.into()));
+                return;
+            }
+        }
+    }
+}
+
+fn connection(client: &redis::Client, timeout: Duration) -> Result<Connection, FleetAdminError> {
+    let con = client.get_connection_with_timeout(timeout)?;
+    con.set_read_timeout(Some(timeout))?;
+    con.set_write_timeout(Some(timeout))?;
+    Ok(con)
+}
+
+fn invalid(field: &'static str, rule: &'static str, value: String) -> FleetAdminError {
+    FleetAdminError::Invalid(ConfigError::Invalid { field, rule, value })
+}
+
+/// Checks a breaker name against the crate's rules (as
+/// [`Breaker::builder`](crate::Breaker::builder)'s `build()` does), for
+/// tools that check their arguments before they connect.
+///
+/// # Errors
+///
+/// [`ConfigError::Invalid`] naming `name` and the rule.
+pub fn check_name(name: &str) -> Result<(), ConfigError> {
+    crate::name::check(name)
+}
+
+/// Checks an override's actor: not blank, at most [`MAX_ACTOR_LEN`] bytes,
+/// no control characters (so that it can forge no log line or table row).
+///
+/// # Errors
+///
+/// [`ConfigError::Invalid`] naming `actor` and the rule.
+pub fn check_actor(actor: &str) -> Result<(), ConfigError> {
+    check_text("actor", actor)
+}
+
+/// Checks an override's reason: as [`check_actor`], at most
+/// [`MAX_REASON_LEN`] bytes.
+///
+/// # Errors
+///
+/// [`ConfigError::Invalid`] naming `reason` and the rule.
+pub fn check_reason(reason: &str) -> Result<(), ConfigError> {
+    check_text("reason", reason)
+}
+
+/// An actor or reason: not blank, at most its maximum in bytes, no control
+/// characters (so that it cannot forge a log line or a table row).
+fn check_text(field: &'static str, text: &str) -> Result<(), ConfigError> {
+    let (max, too_long) = if field == "actor" {
+        (MAX_ACTOR_LEN, "must be at most 64 bytes")
+    } else {
+        (MAX_REASON_LEN, "must be at most 512 bytes")
+    };
+    let rule = if text.trim().is_empty() {
+        "must not be empty"
+    } else if text.len() > max {
+        too_long
+    } else if text.chars().any(char::is_control) {
+        "must not contain control characters"
+    } else {
+        return Ok(());
+    };
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Err(ConfigError::Invalid {
+        field,
+        rule,
+        value: format!("{:?}", &text[..end]),
+    })
+}
+
+/// `s` with the characters `SCAN MATCH` treats as a pattern escaped.
+fn glob_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A stream id `ms-seq` as numbers, for ordering entries of several streams.
+fn stream_id(id: &str) -> (u64, u64) {
+    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
+    (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
+}
+
+fn entry(name: &str, id: String, fields: &[String]) -> Result<AuditEntry, FleetAdminError> {
+    let field = |key: &str| {
+        fields
+            .chunks(2)
+            .find(|kv| kv[0] == key)
+            .and_then(|kv| kv.get(1))
+            .map(String::as_str)
+    };
+    let bad = || FleetAdminError::Answer(format!("audit entry {id} of `{name}`"));
+    let kind = field("kind").and_then(AuditKind::parse).ok_or_else(bad)?;
+    let time_us: u64 = field("time_us")
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(bad)?;
+    let expires_ms = field("expires")
+        .and_then(|t| t.parse::<u64>().ok())
+        .filter(|&t| t > 0);
+    Ok(AuditEntry {
+        name: name.to_owned(),
+        kind,
+        time: UNIX_EPOCH + Duration::from_micros(time_us),
+        actor: field("actor").unwrap_or_default().to_owned(),
+        reason: field("reason").unwrap_or_default().to_owned(),
+        expires: expires_ms.map(|ms| UNIX_EPOCH + Duration::from_millis(ms)),
+        id,
+    })
+}
+
+fn status_of(name: &str, view: &View) -> BreakerStatus {
+    let left = |until: i64| Duration::from_millis((until - view.now).max(0) as u64);
+    let action = &view.action;
+    let forced = action.kind.in_force().then(|| Override {
+        state: if action.kind == ActionKind::Open {
+            State::ForcedOpen
+        } else {
+            State::ForcedClosed
+        },
+        actor: action.actor.clone(),
+        reason: action.reason.clone(),
+        expires_in: (action.until > 0).then(|| left(action.until)),
+    });
+    let state = match &forced {
+        Some(o) => o.state,
+        None if !view.open => State::Closed,
+        None if view.now < view.open_until => State::Open,
+        None => State::HalfOpen,
+    };
+    let lease = (!view.lease.is_empty()).then(|| ProbeLease {
+        holder: view
+            .lease
+            .splitn(3, ':')
+            .nth(2)
+            .unwrap_or_default()
+            .to_owned(),
+        expires_in: Duration::from_millis(view.lease_ttl.max(0) as u64),
+    });
+    BreakerStatus {
+        name: name.to_owned(),
+        state,
+        open_for: (state == State::Open).then(|| left(view.open_until)),
+        epoch: view.epoch.max(0) as u64,
+        step: u64::from(view.step),
+        lease,
+        forced,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prefix_with_pattern_characters_is_matched_literally() {
+        assert_eq!(glob_escape("{a*b?:"), "{a\\*b\\?:");
+        assert_eq!(glob_escape("[x]\\"), "\\[x\\]\\\\");
+    }
+
+    #[test]
+    fn stream_ids_order_by_time_then_sequence() {
+        assert!(stream_id("10-2") < stream_id("11-0"));
+        assert!(stream_id("10-2") > stream_id("10-1"));
+        assert!(stream_id("9-9") < stream_id("10-0"));
+    }
+
+    #[test]
+    fn an_actor_or_reason_must_be_short_printable_text() {
+        assert!(check_text("actor", "alice").is_ok());
+        assert!(check_text("actor", " ").is_err());
+        assert!(check_text("actor", &"a".repeat(65)).is_err());
+        assert!(check_text("reason", "line\nforged").is_err());
+        assert!(check_text("reason", "vendor down \u{1b}[2K").is_err());
+        assert!(check_text("reason", "vendor «down» — per status page").is_ok());
+    }
+}
