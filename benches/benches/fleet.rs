@@ -11,7 +11,9 @@
 //!    trip to the other breaker's change to `Open` is taken from the two
 //!    changes' timestamps (one shared monotonic clock). Sampled many times
 //!    with the process idle, then with caller threads hammering both
-//!    breakers; p50 / p99 / max, and loaded / idle.
+//!    breakers (the agents' default 5 ms tick), and idle with a 1 ms tick;
+//!    p50 / p99 / max, and loaded / idle. Beside them, the floor: one raw
+//!    `PUBLISH` reaching a thread blocked on a subscribed socket.
 //! 3. **Calls during a Redis outage**: Redis is killed; every call of a
 //!    breaker joined to the fleet (its agent retrying the connection) and of
 //!    a breaker alone is timed one by one, in alternating blocks; p50 / p99
@@ -215,16 +217,31 @@ struct Opened {
 /// The time from a trip in agent A's breaker to agent B's breaker opening
 /// through the fleet, `SAMPLES` times, idle and under load.
 fn staleness(url: &str) {
+    println!("\n== staleness: trip in agent A -> agent B's breaker Open (refresh 250 ms)");
+    let floor = publish_delivery(url);
     println!(
-        "\n== staleness: trip in agent A -> agent B's breaker Open (default tick 5 ms, refresh 250 ms)"
+        "{:<44} {SAMPLES} samples   p50 {:5.2} ms   p99 {:5.2} ms   max {:5.2} ms",
+        "floor: one PUBLISH to a subscriber thread",
+        pct(&floor, 0.5),
+        pct(&floor, 0.99),
+        floor[floor.len() - 1]
     );
     let clock = quanta::Clock::new();
     let mut idle = Vec::new();
-    for (load, name) in [(0, "stale-idle"), (HAMMERS, "stale-loaded")] {
-        let (fa, fb) = (
-            Fleet::builder(url).prefix("bench").build().expect("fleet"),
-            Fleet::builder(url).prefix("bench").build().expect("fleet"),
-        );
+    let default_tick = Duration::from_millis(5);
+    for (load, tick, name) in [
+        (0, default_tick, "stale-idle"),
+        (HAMMERS, default_tick, "stale-loaded"),
+        (0, Duration::from_millis(1), "stale-idle-1ms"),
+    ] {
+        let agent = || {
+            Fleet::builder(url)
+                .prefix("bench")
+                .tick(tick)
+                .build()
+                .expect("fleet")
+        };
+        let (fa, fb) = (agent(), agent());
         let (a_opened, b_opened) = (Arc::new(Opened::default()), Arc::new(Opened::default()));
         let a = stamped(name, &clock, &a_opened);
         let b = stamped(name, &clock, &b_opened);
@@ -262,7 +279,20 @@ fn staleness(url: &str) {
             *b_opened.fleet.lock() = None;
             *a_opened.local.lock() = None;
             err(&a);
-            wait("the trip to reach B", &|| b_opened.fleet.lock().is_some());
+            let t = Instant::now();
+            while b_opened.fleet.lock().is_none() {
+                // Not expected: say what everything was when it happened.
+                assert!(
+                    t.elapsed() < Duration::from_secs(10),
+                    "the trip did not reach B in 10 s\nA {:?}\nB {:?}\nagent A {:?}\nagent B {:?}\nredis: {}",
+                    a.snapshot().last_transition,
+                    b.snapshot().last_transition,
+                    fa.snapshot(),
+                    fb.snapshot(),
+                    raw(url, &format!("HGETALL {{bench:{name}}}:state\r\nPTTL {{bench:{name}}}:lease\r\n"))
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
             let tripped = a_opened.local.lock().expect("A tripped");
             let seen = b_opened.fleet.lock().expect("B opened");
             lags.push(seen.saturating_duration_since(tripped).as_secs_f64() * 1e3);
@@ -272,19 +302,19 @@ fn staleness(url: &str) {
         lags.sort_by(f64::total_cmp);
         let (p50, p99, max) = (pct(&lags, 0.50), pct(&lags, 0.99), lags[lags.len() - 1]);
         let what = if load == 0 {
-            "idle".to_owned()
+            format!("tick {tick:?}, idle")
         } else {
-            format!("{load} caller threads, {calls} calls")
+            format!("tick {tick:?}, {load} callers, {calls} calls")
         };
         println!(
-            "{:<34} {SAMPLES} samples   p50 {p50:5.2} ms   p99 {p99:5.2} ms   max {max:5.2} ms",
+            "{:<44} {SAMPLES} samples   p50 {p50:5.2} ms   p99 {p99:5.2} ms   max {max:5.2} ms",
             what
         );
-        if load == 0 {
+        if load == 0 && tick == default_tick {
             idle = vec![p50, p99, max];
-        } else {
+        } else if load > 0 {
             println!(
-                "{:<34} p50 {:.2}   p99 {:.2}   max {:.2}",
+                "{:<44} p50 {:.2}   p99 {:.2}   max {:.2}",
                 "loaded / idle",
                 p50 / idle[0],
                 p99 / idle[1],
@@ -292,6 +322,59 @@ fn staleness(url: &str) {
             );
         }
     }
+}
+
+/// The floor under staleness: one `PUBLISH` written on one connection
+/// until a thread blocked reading a subscribed connection has it, in
+/// milliseconds, `SAMPLES` times. Raw RESP over loopback sockets, no fleet.
+fn publish_delivery(url: &str) -> Vec<f64> {
+    use std::io::{Read, Write};
+    let addr = url
+        .trim_start_matches("redis://")
+        .trim_end_matches('/')
+        .to_owned();
+    let mut sub = TcpStream::connect(&addr).expect("connect");
+    let mut publisher = TcpStream::connect(&addr).expect("connect");
+    sub.set_nodelay(true).unwrap();
+    publisher.set_nodelay(true).unwrap();
+    sub.write_all(b"SUBSCRIBE floor\r\n").unwrap();
+    let mut buf = [0u8; 256];
+    let _ = sub.read(&mut buf).expect("subscribed");
+    let (tx, rx) = std::sync::mpsc::channel::<Instant>();
+    let reader = std::thread::spawn(move || {
+        let mut buf = [0u8; 256];
+        while sub.read(&mut buf).is_ok_and(|n| n > 0) {
+            if tx.send(Instant::now()).is_err() {
+                return;
+            }
+        }
+    });
+    let mut lags = Vec::with_capacity(SAMPLES);
+    for _ in 0..SAMPLES {
+        let t = Instant::now();
+        publisher.write_all(b"PUBLISH floor x\r\n").unwrap();
+        let got = rx.recv().expect("the message");
+        let _ = publisher.read(&mut buf).expect("the count");
+        lags.push(got.duration_since(t).as_secs_f64() * 1e3);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    drop(publisher);
+    drop(rx);
+    let _ = reader;
+    lags.sort_by(f64::total_cmp);
+    lags
+}
+
+/// Raw RESP commands' answers, for a diagnostic.
+fn raw(url: &str, cmds: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = url.trim_start_matches("redis://").trim_end_matches('/');
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.write_all(cmds.as_bytes()).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let mut buf = [0u8; 4096];
+    let n = c.read(&mut buf).unwrap();
+    String::from_utf8_lossy(&buf[..n]).replace("\r\n", " ")
 }
 
 fn pct(sorted: &[f64], q: f64) -> f64 {
