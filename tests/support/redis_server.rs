@@ -155,6 +155,7 @@ impl RedisServer {
         }
         let child = command
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(debug_command())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -202,6 +203,27 @@ impl RedisServer {
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// Lets local connections run `DEBUG` (`DEBUG SLEEP` stands for a slow
+/// Redis): off by default since Redis 7, which is also the first to know
+/// the option, so older servers get nothing.
+fn debug_command() -> &'static [&'static str] {
+    let version = Command::new("redis-server")
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let major = version
+        .split("v=")
+        .nth(1)
+        .and_then(|v| v.split('.').next())
+        .and_then(|m| m.parse::<u32>().ok());
+    if major.is_some_and(|m| m >= 7) {
+        &["--enable-debug-command", "local"]
+    } else {
+        &[]
     }
 }
 
