@@ -16,7 +16,7 @@ mod redis_server;
 use std::time::{Duration, Instant};
 
 use common::{fail, quiet, succeed, MS, SEC};
-use fusebox::fleet::{AuditKind, Fleet, FleetAdmin, FleetAdminError};
+use fusebox::fleet::{AuditKind, Fleet, FleetAdmin, FleetAdminError, FleetWatch};
 use fusebox::{Breaker, ConfigError, Reason, State};
 use redis_server::RedisServer;
 
@@ -471,6 +471,33 @@ fn watch_yields_each_change_with_the_state_before_it() {
         (Some(State::ForcedOpen), State::Closed)
     );
     assert_eq!(watch.next(Some(50 * MS)).unwrap(), None, "nothing else");
+}
+
+#[test]
+fn a_watch_left_unread_drops_and_counts_announcements_beyond_its_capacity() {
+    let redis = RedisServer::start();
+    let ops = admin(&redis, "flood");
+    let mut watch = ops.watch().unwrap();
+    let extra = 100;
+    let n = FleetWatch::CAPACITY + extra;
+    let mut con = redis_conn(&redis);
+    let mut pipe = redis::pipe();
+    for _ in 0..n {
+        pipe.cmd("PUBLISH")
+            .arg("flood:fleet")
+            .arg("vendor")
+            .ignore();
+    }
+    let () = pipe.query(&mut con).unwrap();
+    let start = Instant::now();
+    while watch.missed() < extra as u64 {
+        assert!(start.elapsed() < PATIENCE, "missed {}", watch.missed());
+        std::thread::sleep(MS);
+    }
+    assert_eq!(watch.missed(), extra as u64);
+    // What was kept is still read, and the watch goes on.
+    let t = watch.next(Some(PATIENCE)).unwrap().expect("a kept one");
+    assert_eq!(t.status.name, "vendor");
 }
 
 #[test]

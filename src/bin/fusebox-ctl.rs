@@ -188,7 +188,14 @@ fn run(mut admin: FleetAdmin, cli: &Cli) -> Result<(), FleetAdminError> {
         }
         Command::Watch { json } => {
             let mut watch = admin.watch()?;
+            let mut missed = 0;
             loop {
+                if watch.missed() > missed {
+                    missed = watch.missed();
+                    eprintln!(
+                        "fusebox-ctl: {missed} announcements missed so far (output too slow)"
+                    );
+                }
                 if let Some(t) = watch.next(None)? {
                     if *json {
                         println!("{}", transition_json(&t));

@@ -11,12 +11,12 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, TrySendError};
 use redis::{Connection, RedisError};
 
 use crate::fleet::scripts::{self, ActionKind, Keys, Script, View};
@@ -408,19 +408,22 @@ impl FleetAdmin {
             timeout: self.timeout,
         };
         let sub = connection(&self.client, self.timeout)?;
-        let (tx, rx) = crossbeam_channel::unbounded();
+        let (tx, rx) = crossbeam_channel::bounded(FleetWatch::CAPACITY);
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
+        let missed = Arc::new(AtomicU64::new(0));
+        let dropped = Arc::clone(&missed);
         let channel = self.channel.clone();
         let thread = std::thread::Builder::new()
             .name("fusebox-ctl-watch".into())
-            .spawn(move || listen(sub, &channel, &tx, &stopped))
+            .spawn(move || listen(sub, &channel, &tx, &stopped, &dropped))
             .map_err(|e| FleetAdminError::Unavailable(format!("no watch thread: {e}")))?;
         let mut watch = FleetWatch {
             admin,
             names: rx,
             last: HashMap::new(),
             stop,
+            missed,
             thread: Some(thread),
         };
         // Subscribed first, so that no change after this call is missed.
@@ -532,6 +535,7 @@ pub struct FleetWatch {
     names: Receiver<Result<String, FleetAdminError>>,
     last: HashMap<String, State>,
     stop: Arc<AtomicBool>,
+    missed: Arc<AtomicU64>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -544,6 +548,17 @@ impl fmt::Debug for FleetWatch {
 }
 
 impl FleetWatch {
+    /// How many announcements a watch holds before they are read; beyond
+    /// that they are dropped and counted in [`missed`](Self::missed).
+    pub const CAPACITY: usize = 1024;
+
+    /// Announcements dropped because [`CAPACITY`](Self::CAPACITY) of them
+    /// were waiting to be read. A dropped one loses no state: the next
+    /// change of that breaker shows its state then.
+    pub fn missed(&self) -> u64 {
+        self.missed.load(Ordering::Relaxed)
+    }
+
     /// The next change, waiting at most `wait` (`None`: as long as it
     /// takes); `Ok(None)` when none came in time.
     ///
@@ -591,6 +606,7 @@ fn listen(
     channel: &str,
     tx: &crossbeam_channel::Sender<Result<String, FleetAdminError>>,
     stop: &AtomicBool,
+    missed: &AtomicU64,
 ) {
     let mut pubsub = sub.as_pubsub();
     let subscribed = pubsub
@@ -606,14 +622,22 @@ fn listen(
         match pubsub.get_message() {
             Ok(msg) => {
                 if let Ok(name) = std::str::from_utf8(msg.get_payload_bytes()) {
-                    if crate::name::check(name).is_ok() && tx.send(Ok(name.to_owned())).is_err() {
-                        return;
+                    if crate::name::check(name).is_ok() {
+                        match tx.try_send(Ok(name.to_owned())) {
+                            Ok(()) => {}
+                            Err(TrySendError::Full(_)) => {
+                                missed.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Err(TrySendError::Disconnected(_)) => return,
+                        }
                     }
                 }
             }
             Err(e) if e.is_timeout() => {}
             Err(e) => {
-                let _ = tx.send(Err(e.into()));
+                // A full buffer drops the error too: the thread ends, and the
+                // reader sees the subscription gone.
+                let _ = tx.try_send(Err(e.into()));
                 return;
             }
         }
