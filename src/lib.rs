@@ -185,6 +185,8 @@ mod snapshot;
 mod state;
 mod sync;
 pub mod trading;
+#[cfg(any(feature = "admin", feature = "redis"))]
+mod utc;
 mod window;
 
 pub use breaker::{Breaker, Decorated};

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use fusebox::fleet::{
-    check_actor, check_name, check_reason, AuditEntry, BreakerStatus, Fleet, FleetAdmin,
+    check_actor, check_name, check_reason, utc_date, AuditEntry, BreakerStatus, Fleet, FleetAdmin,
     FleetAdminError, FleetTransition,
 };
 use serde_json::{json, Value};
@@ -376,7 +376,7 @@ fn transition_line(t: &FleetTransition) -> String {
     let forced = forced_text(&t.status).map_or_else(String::new, |f| format!(", {f}"));
     format!(
         "{}  {}: {} -> {}{forced}",
-        utc(SystemTime::now()),
+        utc_date(SystemTime::now()),
         t.status.name,
         t.from.map_or("?", state),
         state(t.status.state),
@@ -392,39 +392,15 @@ fn audit_table(entries: &[AuditEntry]) -> String {
         let _ = writeln!(
             out,
             "{:<24}  {:<32}  {:<12}  {:<16}  {:<24}  {}",
-            utc(e.time),
+            utc_date(e.time),
             e.name,
             e.kind.as_str(),
             printable(&e.actor),
-            e.expires.map_or_else(|| "-".into(), utc),
+            e.expires.map_or_else(|| "-".into(), utc_date),
             printable(&e.reason)
         );
     }
     out
-}
-
-/// `2026-11-30T15:04:05.123Z`.
-fn utc(t: SystemTime) -> String {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs();
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3_600,
-        rem % 3_600 / 60,
-        rem % 60,
-        d.subsec_millis()
-    )
 }
 
 #[cfg(test)]
@@ -441,15 +417,6 @@ mod tests {
         assert!(duration("s").is_err());
         assert!(duration("1.5s").is_err());
         assert!(duration("99999999999999999999d").is_err());
-    }
-
-    #[test]
-    fn times_print_as_utc_dates() {
-        assert_eq!(utc(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
-        let t = UNIX_EPOCH + Duration::from_millis(951_827_696_789);
-        assert_eq!(utc(t), "2000-02-29T12:34:56.789Z");
-        let t = UNIX_EPOCH + Duration::from_secs(1_798_675_200);
-        assert_eq!(utc(t), "2026-12-31T00:00:00.000Z");
     }
 
     #[test]

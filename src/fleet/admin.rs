@@ -644,6 +644,13 @@ fn listen(
     }
 }
 
+/// `t` as a UTC date, `2026-11-30T15:04:05.123Z` (RFC 3339, milliseconds):
+/// how `fusebox-ctl` prints [`AuditEntry::time`] and the admin endpoint its
+/// audit records.
+pub fn utc_date(t: SystemTime) -> String {
+    crate::utc::rfc3339(t)
+}
+
 fn connection(client: &redis::Client, timeout: Duration) -> Result<Connection, FleetAdminError> {
     let con = client.get_connection_with_timeout(timeout)?;
     con.set_read_timeout(Some(timeout))?;

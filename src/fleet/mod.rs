@@ -69,6 +69,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::Sender;
 use parking_lot::Mutex;
 
+pub use admin::utc_date;
 pub use admin::{
     check_actor, check_name, check_reason, AuditEntry, AuditKind, BreakerStatus, FleetAdmin,
     FleetAdminError, FleetTransition, FleetWatch, Override, ProbeLease, MAX_ACTOR_LEN,
