@@ -12,26 +12,12 @@ mod common;
 mod redis_server;
 
 use std::sync::{Arc, Barrier};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{fail, quiet, succeed, MS, SEC};
 use fusebox::fleet::{Fleet, FleetSnapshot};
 use fusebox::{Breaker, ConfigError, Reason, State};
-use redis_server::RedisServer;
-
-/// How long a test waits for the fleet to do what it must before failing.
-const PATIENCE: Duration = Duration::from_secs(10);
-
-/// Polls `cond` every millisecond until it holds, and returns how long
-/// that took; fails the test after `PATIENCE`.
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) -> Duration {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < PATIENCE, "waited {PATIENCE:?} for {what}");
-        std::thread::sleep(MS);
-    }
-    start.elapsed()
-}
+use redis_server::{wait_for, RedisServer, PATIENCE};
 
 /// A fleet agent with short ticks, for tests.
 fn fleet(redis: &RedisServer, prefix: &str) -> fusebox::fleet::FleetBuilder {

@@ -15,24 +15,13 @@ mod redis_server;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use common::{fail, quiet, MS, SEC};
 use fusebox::fleet::{Fleet, FleetAdmin};
 use fusebox::{Breaker, Reason, State};
-use redis_server::{Options, RedisServer, TlsFiles};
+use redis_server::{wait_for, Options, RedisServer, TlsFiles, PATIENCE};
 use serde_json::Value;
-
-/// How long a test waits for the fleet to do what it must before failing.
-const PATIENCE: Duration = Duration::from_secs(10);
-
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < PATIENCE, "waited {PATIENCE:?} for {what}");
-        std::thread::sleep(MS);
-    }
-}
 
 /// `fusebox-ctl` with the URL in its environment, as the help advises.
 fn ctl_at(url: &str, args: &[&str]) -> Output {

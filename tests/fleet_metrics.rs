@@ -6,24 +6,11 @@ mod common;
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
-use std::time::{Duration, Instant};
-
 use common::{fail, quiet, MS, SEC};
 use fusebox::fleet::Fleet;
 use fusebox::registry::{Registry, RegistryError};
 use fusebox::State;
-use redis_server::RedisServer;
-
-/// How long the test waits for the fleet before failing.
-const PATIENCE: Duration = Duration::from_secs(10);
-
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < PATIENCE, "waited {PATIENCE:?} for {what}");
-        std::thread::sleep(MS);
-    }
-}
+use redis_server::{wait_for, RedisServer};
 
 /// The value of the series `series` (name and labels) in a scrape.
 fn value(text: &str, series: &str) -> Option<f64> {

@@ -14,15 +14,14 @@ mod redis_server;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdout, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use common::{fail, quiet, MS, SEC};
 use fusebox::fleet::Fleet;
 use fusebox::{Breaker, Reason, State};
-use redis_server::RedisServer;
+use redis_server::{wait_for, RedisServer};
 
 const CHILDREN: usize = 5;
-const PATIENCE: Duration = Duration::from_secs(10);
 const CHILD_ENV: &str = "FUSEBOX_FLEET_CHILD_URL";
 
 fn main() {
@@ -30,15 +29,6 @@ fn main() {
         Ok(url) => child(&url),
         Err(_) => parent(),
     }
-}
-
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) -> Duration {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < PATIENCE, "waited {PATIENCE:?} for {what}");
-        std::thread::sleep(MS);
-    }
-    start.elapsed()
 }
 
 fn member(url: &str) -> (Fleet, Breaker) {

@@ -15,27 +15,15 @@ mod redis_server;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 
 use common::{quiet, DepError, Outage, MS, SEC};
 use fusebox::fleet::{Fleet, FleetBuilder};
 use fusebox::{Breaker, Reason, State};
-use redis_server::RedisServer;
-
-/// How long a test waits for the fleet to do what it must before failing.
-const PATIENCE: Duration = Duration::from_secs(10);
+use redis_server::{wait_for, RedisServer};
 
 /// How long `DEBUG SLEEP` keeps Redis from answering anyone, in seconds:
 /// far longer than the few calls, trips and reads checked while it sleeps.
 const SLEEP_SECS: u64 = 2;
-
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < PATIENCE, "waited {PATIENCE:?} for {what}");
-        std::thread::sleep(MS);
-    }
-}
 
 fn fleet(redis: &RedisServer, prefix: &str) -> FleetBuilder {
     Fleet::builder(redis.url())

@@ -18,30 +18,17 @@ mod log_capture;
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
-use std::time::{Duration, Instant};
-
 use certs::Certs;
 use common::{fail, quiet, succeed, MS, SEC};
 use fusebox::fleet::{Fleet, FleetBuilder};
 use fusebox::{Breaker, ConfigError, Reason, State};
-use redis_server::{Options, RedisServer, TlsFiles};
-
-/// How long a test waits for the fleet to do what it must before failing.
-const PATIENCE: Duration = Duration::from_secs(10);
+use redis_server::{wait_for, Options, RedisServer, TlsFiles, PATIENCE};
 
 /// The ACL user's password: no log line, `Debug` output or error may hold it.
 const PASSWORD: &str = "Fl33t-pw-9f3a1c";
 
 /// A password that is not the user's: it must not show either.
 const WRONG_PASSWORD: &str = "Wr0ng-pw-77e0d2";
-
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < PATIENCE, "waited {PATIENCE:?} for {what}");
-        std::thread::sleep(MS);
-    }
-}
 
 /// A fleet agent with short ticks; a generous `timeout`, so that a TLS
 /// handshake on a busy machine is never mistaken for an outage.

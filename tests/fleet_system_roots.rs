@@ -12,23 +12,11 @@ mod common;
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
-use std::time::{Duration, Instant};
-
 use certs::Certs;
 use common::{fail, quiet, MS, SEC};
 use fusebox::fleet::Fleet;
 use fusebox::{Breaker, Reason, State};
-use redis_server::{Options, RedisServer, TlsFiles};
-
-const PATIENCE: Duration = Duration::from_secs(10);
-
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < PATIENCE, "waited {PATIENCE:?} for {what}");
-        std::thread::sleep(MS);
-    }
-}
+use redis_server::{wait_for, Options, RedisServer, TlsFiles};
 
 fn vendor() -> Breaker {
     let (b, _mock) = quiet("vendor");

@@ -12,25 +12,12 @@ mod common;
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{fail, quiet, succeed, MS, SEC};
 use fusebox::fleet::{Fleet, FleetBuilder};
 use fusebox::{Breaker, Reason, State};
-use redis_server::RedisServer;
-
-/// How long a test waits for the fleet to do what it must before failing.
-const PATIENCE: Duration = Duration::from_secs(10);
-
-/// Polls `cond` every millisecond until it holds; fails the test after
-/// `PATIENCE`.
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < PATIENCE, "waited {PATIENCE:?} for {what}");
-        std::thread::sleep(MS);
-    }
-}
+use redis_server::{wait_for, RedisServer};
 
 /// A fleet agent with short ticks, for tests.
 fn fleet(redis: &RedisServer, prefix: &str) -> FleetBuilder {

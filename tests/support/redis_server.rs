@@ -40,6 +40,22 @@ pub struct TlsFiles {
     pub auth_clients: &'static str,
 }
 
+/// How long a fleet test waits for the fleet to do what it must before
+/// failing.
+pub const PATIENCE: Duration = Duration::from_secs(10);
+
+/// Polls `cond` every millisecond until it holds, and returns how long that
+/// took; fails the test after [`PATIENCE`]. Only ever a bound: no test
+/// asserts on the time returned.
+pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < PATIENCE, "waited {PATIENCE:?} for {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    start.elapsed()
+}
+
 /// A running `redis-server`.
 #[derive(Debug)]
 pub struct RedisServer {
