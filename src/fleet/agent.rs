@@ -5,14 +5,19 @@
 //! subscriptions) into script calls, adds a read for each breaker whose
 //! refresh is due or whose change was announced, sends them all in one
 //! pipeline, and applies the answers to the local breakers. Between ticks
-//! it waits on the pub/sub connection for at most one tick.
+//! it waits for at most one tick, and wakes at once when a breaker joins,
+//! when a joined breaker changes state (its subscription receives the
+//! change), or when an announcement arrives (forwarded by the session's
+//! pub/sub reader thread, [`listener`]).
+
+mod listener;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Select, TryRecvError};
 use redis::{Connection, RedisError, RedisResult};
 
 use crate::fleet::member::{Member, Op};
@@ -21,6 +26,7 @@ use crate::fleet::snapshot::Stats;
 use crate::fleet::url::RedisUrl;
 use crate::fleet::{FailureWindow, Settings};
 use crate::State;
+use listener::Listener;
 
 /// What the handle sends the agent.
 #[derive(Debug)]
@@ -108,8 +114,8 @@ impl Agent {
         redis::cmd("SUBSCRIBE")
             .arg(&s.channel)
             .query::<redis::Value>(&mut sub)?;
-        let mut pubsub = sub.as_pubsub();
-        pubsub.set_read_timeout(Some(s.tick))?;
+        // Stopped and joined when this session ends, however it ends.
+        let mut listener = Listener::start(sub, Arc::clone(&self.stats))?;
 
         self.members.iter_mut().for_each(Member::resync);
         loop {
@@ -132,20 +138,41 @@ impl Agent {
                     );
                 }
             }
-            match pubsub.get_message() {
-                Ok(msg) => {
-                    Stats::add(&self.stats.messages);
-                    if let Some(&i) = std::str::from_utf8(msg.get_payload_bytes())
-                        .ok()
-                        .and_then(|name| self.by_name.get(name))
-                    {
-                        self.members[i].sync_now();
-                    }
-                }
-                Err(e) if e.is_timeout() => {}
-                Err(e) => return Err(e),
-            }
+            self.wait(&mut listener, Instant::now() + s.tick)?;
         }
+    }
+
+    /// Waits until `deadline`, or less: until a breaker joins or the handle
+    /// is dropped, a joined breaker changes state, or an announcement
+    /// arrives. Marks the announced breakers (every breaker, if some
+    /// announcements were lost) for a read. An error when the pub/sub
+    /// connection failed.
+    fn wait(&mut self, listener: &mut Listener, deadline: Instant) -> RedisResult<()> {
+        {
+            let mut select = Select::new();
+            select.recv(&self.control);
+            select.recv(&listener.names);
+            for m in &self.members {
+                select.recv(m.changes());
+            }
+            // Whatever is ready is taken by the next tick: the control
+            // messages by `take_control`, the changes by `Member::collect`,
+            // the announcements below.
+            let _ = select.ready_deadline(deadline);
+        }
+        let (members, by_name) = (&mut self.members, &self.by_name);
+        listener.take(|name| {
+            if let Some(&i) = std::str::from_utf8(name)
+                .ok()
+                .and_then(|name| by_name.get(name))
+            {
+                members[i].sync_now();
+            }
+        })?;
+        if listener.lost() {
+            self.members.iter_mut().for_each(Member::sync_now);
+        }
+        Ok(())
     }
 
     /// One round trip: every breaker's writes and due reads, pipelined.

@@ -4,6 +4,8 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::Receiver;
+
 use crate::fleet::scripts::{lease_of, Action, ActionKind, Keys, Script, View};
 use crate::fleet::snapshot::Stats;
 use crate::fleet::Settings;
@@ -119,6 +121,16 @@ impl Member {
             self.ops.push(trip(&self.breaker));
         }
         self.ops.push(Op::Sync);
+    }
+
+    /// The channel the breaker's changes arrive on, for the agent to wake on
+    /// (it receives them with [`collect`](Self::collect)).
+    pub(crate) fn changes(&self) -> &Receiver<StateChange> {
+        // `Subscription::receiver` is deprecated for users (it ties them to
+        // crossbeam-channel's major version); inside the crate that is
+        // the same crate.
+        #[allow(deprecated)]
+        self.changes.receiver()
     }
 
     /// Reads the fleet's view at the next tick (its change was announced).
