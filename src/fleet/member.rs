@@ -394,16 +394,17 @@ fn ms(n: i64) -> Duration {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::io;
 
     use super::*;
     use crate::fleet::url::RedisUrl;
     use crate::{CallPath, Classifier};
 
-    const AGENT: &str = "4242-0-ab";
+    pub(crate) const AGENT: &str = "4242-0-ab";
 
-    fn settings() -> Settings {
+    /// An agent's settings, with a URL nothing listens on.
+    pub(crate) fn settings() -> Settings {
         let url = "redis://127.0.0.1:1/";
         Settings {
             client: redis::Client::open(url).expect("a valid URL"),
@@ -425,9 +426,9 @@ mod tests {
     /// A breaker that trips on its first failure and stays open a minute
     /// on a mock clock that never moves: only the fleet ends its open
     /// period.
-    fn vendor() -> Breaker {
+    pub(crate) fn vendor(name: &str) -> Breaker {
         let (clock, _mock) = quanta::Clock::mock();
-        Breaker::builder("vendor")
+        Breaker::builder(name)
             .call_path(CallPath::ReferenceData)
             .classifier(Classifier::every_error_is_a_failure())
             .consecutive_failure_threshold(1)
@@ -466,7 +467,7 @@ mod tests {
     #[test]
     fn a_lease_holder_refused_by_an_unread_local_change_is_released_at_the_next_read() {
         let (s, stats) = (settings(), Stats::default());
-        let b = vendor();
+        let b = vendor("vendor");
         let mut m = Member::new(b.clone(), b.subscribe(16).unwrap(), &s.prefix, false);
         // The local breaker trips while the agent's read is under way: the
         // answer finds a change the agent has not read, and the hold that

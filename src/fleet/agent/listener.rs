@@ -113,11 +113,8 @@ fn listen(
         match pubsub.get_message() {
             Ok(msg) => {
                 Stats::add(&stats.messages);
-                match tx.try_send(msg.get_payload_bytes().to_vec()) {
-                    Ok(()) => {}
-                    // The agent is behind: it will read every breaker.
-                    Err(TrySendError::Full(_)) => lost.store(true, Ordering::Relaxed),
-                    Err(TrySendError::Disconnected(_)) => return None,
+                if !forward(tx, msg.get_payload_bytes(), lost) {
+                    return None;
                 }
             }
             Err(e) if e.is_timeout() => {}
@@ -125,4 +122,58 @@ fn listen(
         }
     }
     None
+}
+
+/// Hands one announcement to the agent without waiting: when the channel
+/// is full, it is dropped and `lost` is set (the agent, behind, then reads
+/// every breaker). False once the agent is gone.
+fn forward(tx: &Sender<Vec<u8>>, name: &[u8], lost: &AtomicBool) -> bool {
+    match tx.try_send(name.to_vec()) {
+        Ok(()) => true,
+        Err(TrySendError::Full(_)) => {
+            lost.store(true, Ordering::Relaxed);
+            true
+        }
+        Err(TrySendError::Disconnected(_)) => false,
+    }
+}
+
+#[cfg(test)]
+impl Listener {
+    /// A listener without a thread: the test announces through the sender,
+    /// and ends the "thread" by dropping it.
+    pub(crate) fn detached() -> (Sender<Vec<u8>>, Listener) {
+        let (tx, names) = crossbeam_channel::bounded(CAPACITY);
+        let listener = Listener {
+            names,
+            lost: Arc::default(),
+            stop: Arc::default(),
+            thread: None,
+        };
+        (tx, listener)
+    }
+
+    /// As the thread does when the channel is full.
+    pub(crate) fn lose_one(&self) {
+        self.lost.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_announcement_that_finds_the_channel_full_is_dropped_and_counted_as_lost() {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let lost = AtomicBool::new(false);
+        assert!(forward(&tx, b"fx", &lost));
+        assert!(!lost.load(Ordering::Relaxed));
+        assert!(forward(&tx, b"rates", &lost));
+        assert!(lost.load(Ordering::Relaxed));
+        assert_eq!(rx.try_recv().unwrap(), b"fx");
+        assert!(rx.try_recv().is_err());
+        drop(rx);
+        assert!(!forward(&tx, b"fx", &lost), "the agent is gone");
+    }
 }
