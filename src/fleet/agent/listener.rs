@@ -25,8 +25,9 @@ use crate::fleet::snapshot::Stats;
 pub(crate) const CAPACITY: usize = 1024;
 
 /// The reader's socket read timeout: how long it takes at most to see that
-/// the session ended. Also what a `Fleet`'s drop waits for it, at most
-/// (rounded up to kernel ticks).
+/// the session ended (rounded up to kernel ticks), and so what a `Fleet`'s
+/// drop waits for it; twice that with Redis hung, as it unsubscribes on its
+/// way out.
 pub(crate) const STOP_POLL: Duration = Duration::from_millis(10);
 
 /// One session's reader thread and the announcements it forwards.
