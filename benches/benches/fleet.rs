@@ -13,7 +13,9 @@
 //!    with the process idle, then with caller threads hammering both
 //!    breakers (the agents' default 5 ms tick), and idle with a 1 ms tick;
 //!    p50 / p99 / max, and loaded / idle. Beside them, the floor: one raw
-//!    `PUBLISH` reaching a thread blocked on a subscribed socket.
+//!    `PUBLISH` reaching a thread blocked on a subscribed socket. Each row
+//!    also counts the two agents' outages (a Redis round trip slower than
+//!    the agents' 50 ms timeout on the loaded machine is one).
 //! 3. **Calls during a Redis outage**: Redis is killed; every call of a
 //!    breaker joined to the fleet (its agent retrying the connection) and of
 //!    a breaker alone is timed one by one, in alternating blocks; p50 / p99
@@ -306,9 +308,10 @@ fn staleness(url: &str) {
         } else {
             format!("tick {tick:?}, {load} callers, {calls} calls")
         };
+        let (sa, sb) = (fa.snapshot(), fb.snapshot());
         println!(
-            "{:<44} {SAMPLES} samples   p50 {p50:5.2} ms   p99 {p99:5.2} ms   max {max:5.2} ms",
-            what
+            "{:<44} {SAMPLES} samples   p50 {p50:5.2} ms   p99 {p99:5.2} ms   max {max:5.2} ms   outages {}/{}",
+            what, sa.outages, sb.outages
         );
         if load == 0 && tick == default_tick {
             idle = vec![p50, p99, max];

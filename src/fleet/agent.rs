@@ -5,14 +5,19 @@
 //! subscriptions) into script calls, adds a read for each breaker whose
 //! refresh is due or whose change was announced, sends them all in one
 //! pipeline, and applies the answers to the local breakers. Between ticks
-//! it waits on the pub/sub connection for at most one tick.
+//! it waits for at most one tick, and wakes at once when a breaker joins,
+//! when a joined breaker changes state (its subscription receives the
+//! change), or when an announcement arrives (forwarded by the session's
+//! pub/sub reader thread, [`listener`]).
+
+mod listener;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Select, TryRecvError};
 use redis::{Connection, RedisError, RedisResult};
 
 use crate::fleet::member::{Member, Op};
@@ -21,6 +26,7 @@ use crate::fleet::snapshot::Stats;
 use crate::fleet::url::RedisUrl;
 use crate::fleet::{FailureWindow, Settings};
 use crate::State;
+use listener::Listener;
 
 /// What the handle sends the agent.
 #[derive(Debug)]
@@ -108,8 +114,8 @@ impl Agent {
         redis::cmd("SUBSCRIBE")
             .arg(&s.channel)
             .query::<redis::Value>(&mut sub)?;
-        let mut pubsub = sub.as_pubsub();
-        pubsub.set_read_timeout(Some(s.tick))?;
+        // Stopped and joined when this session ends, however it ends.
+        let mut listener = Listener::start(sub, Arc::clone(&self.stats))?;
 
         self.members.iter_mut().for_each(Member::resync);
         loop {
@@ -132,20 +138,41 @@ impl Agent {
                     );
                 }
             }
-            match pubsub.get_message() {
-                Ok(msg) => {
-                    Stats::add(&self.stats.messages);
-                    if let Some(&i) = std::str::from_utf8(msg.get_payload_bytes())
-                        .ok()
-                        .and_then(|name| self.by_name.get(name))
-                    {
-                        self.members[i].sync_now();
-                    }
-                }
-                Err(e) if e.is_timeout() => {}
-                Err(e) => return Err(e),
-            }
+            self.wait(&mut listener, Instant::now() + s.tick)?;
         }
+    }
+
+    /// Waits until `deadline`, or less: until a breaker joins or the handle
+    /// is dropped, a joined breaker changes state, or an announcement
+    /// arrives. Marks the announced breakers (every breaker, if some
+    /// announcements were lost) for a read. An error when the pub/sub
+    /// connection failed.
+    fn wait(&mut self, listener: &mut Listener, deadline: Instant) -> RedisResult<()> {
+        {
+            let mut select = Select::new();
+            select.recv(&self.control);
+            select.recv(&listener.names);
+            for m in &self.members {
+                select.recv(m.changes());
+            }
+            // Whatever is ready is taken by the next tick: the control
+            // messages by `take_control`, the changes by `Member::collect`,
+            // the announcements below.
+            let _ = select.ready_deadline(deadline);
+        }
+        let (members, by_name) = (&mut self.members, &self.by_name);
+        listener.take(|name| {
+            if let Some(&i) = std::str::from_utf8(name)
+                .ok()
+                .and_then(|name| by_name.get(name))
+            {
+                members[i].sync_now();
+            }
+        })?;
+        if listener.lost() {
+            self.members.iter_mut().for_each(Member::sync_now);
+        }
+        Ok(())
     }
 
     /// One round trip: every breaker's writes and due reads, pipelined.
@@ -297,7 +324,111 @@ fn describe(err: &RedisError, url: &RedisUrl) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fleet::member::tests::{settings, vendor};
+    use crate::fleet::scripts::Action;
     use redis::ErrorKind;
+
+    /// An agent with breakers `names`, each read a moment ago (its next
+    /// read due in an hour), and the handle's end of its control channel.
+    fn agent(names: &[&str]) -> (Agent, crossbeam_channel::Sender<Control>) {
+        let (tx, control) = crossbeam_channel::unbounded();
+        let mut settings = settings();
+        settings.refresh = Duration::from_secs(3_600);
+        let mut agent = Agent {
+            settings: Arc::new(settings),
+            control,
+            stats: Arc::default(),
+            members: Vec::new(),
+            by_name: HashMap::new(),
+        };
+        let closed = View {
+            open: false,
+            epoch: 1,
+            open_until: 0,
+            now: 1_000,
+            lease: String::new(),
+            lease_ttl: -2,
+            applied: false,
+            step: 0,
+            action: Action::default(),
+        };
+        for name in names {
+            let b = vendor(name);
+            let mut m = Member::new(b.clone(), b.subscribe(16).unwrap(), "test", false);
+            m.ops.clear();
+            m.apply(&Op::Sync, &closed, "x", &agent.settings, &agent.stats);
+            agent.handle(Control::Join(Box::new(m)));
+        }
+        (agent, tx)
+    }
+
+    /// Which breakers the next tick reads.
+    fn reads(agent: &mut Agent) -> Vec<String> {
+        let now = Instant::now();
+        let mut read = Vec::new();
+        for m in &mut agent.members {
+            m.collect(now);
+            if m.ops.contains(&Op::Sync) {
+                read.push(m.breaker.name().to_owned());
+            }
+            m.ops.clear();
+        }
+        read
+    }
+
+    #[test]
+    fn an_announcement_marks_its_breaker_for_a_read() {
+        let (mut agent, _handle) = agent(&["fx", "rates"]);
+        let (announce, mut listener) = Listener::detached();
+        assert_eq!(reads(&mut agent), Vec::<String>::new());
+        announce.send(b"rates".to_vec()).unwrap();
+        announce.send(b"not-joined".to_vec()).unwrap();
+        agent
+            .wait(&mut listener, Instant::now() + Duration::from_secs(60))
+            .unwrap();
+        assert_eq!(reads(&mut agent), ["rates"]);
+    }
+
+    #[test]
+    fn lost_announcements_mark_every_breaker_for_a_read() {
+        let (mut agent, _handle) = agent(&["fx", "rates"]);
+        let (_announce, mut listener) = Listener::detached();
+        listener.lose_one();
+        agent.wait(&mut listener, Instant::now()).unwrap();
+        assert_eq!(reads(&mut agent), ["fx", "rates"]);
+    }
+
+    #[test]
+    fn a_local_change_or_a_dropped_handle_ends_the_wait_at_once() {
+        let (mut agent, handle) = agent(&["fx"]);
+        let (_announce, mut listener) = Listener::detached();
+        let (done, finished) = crossbeam_channel::bounded(1);
+        // Each wait is for an hour unless something ends it.
+        let waiter = std::thread::spawn(move || {
+            let in_an_hour = || Instant::now() + Duration::from_secs(3_600);
+            agent.members[0].breaker.force_open("ops", "test");
+            agent.wait(&mut listener, in_an_hour()).unwrap();
+            reads(&mut agent); // takes the change in
+            drop(handle);
+            agent.wait(&mut listener, in_an_hour()).unwrap();
+            done.send(agent.take_control()).unwrap();
+        });
+        let running = finished
+            .recv_timeout(Duration::from_secs(10))
+            .expect("both waits ended");
+        assert!(!running, "the agent stops");
+        waiter.join().unwrap();
+    }
+
+    #[test]
+    fn a_pub_sub_reader_that_ended_ends_the_session() {
+        let (mut agent, _handle) = agent(&["fx"]);
+        let (announce, mut listener) = Listener::detached();
+        announce.send(b"fx".to_vec()).unwrap();
+        drop(announce);
+        assert!(agent.wait(&mut listener, Instant::now()).is_err());
+        assert_eq!(reads(&mut agent), ["fx"], "what came first is taken");
+    }
 
     #[test]
     fn an_error_that_echoes_the_password_is_logged_without_it() {

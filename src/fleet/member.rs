@@ -4,6 +4,8 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::Receiver;
+
 use crate::fleet::scripts::{lease_of, Action, ActionKind, Keys, Script, View};
 use crate::fleet::snapshot::Stats;
 use crate::fleet::Settings;
@@ -119,6 +121,16 @@ impl Member {
             self.ops.push(trip(&self.breaker));
         }
         self.ops.push(Op::Sync);
+    }
+
+    /// The channel the breaker's changes arrive on, for the agent to wake on
+    /// (it receives them with [`collect`](Self::collect)).
+    pub(crate) fn changes(&self) -> &Receiver<StateChange> {
+        // `Subscription::receiver` is deprecated for users (it ties them to
+        // crossbeam-channel's major version); inside the crate that is
+        // the same crate.
+        #[allow(deprecated)]
+        self.changes.receiver()
     }
 
     /// Reads the fleet's view at the next tick (its change was announced).
@@ -260,9 +272,10 @@ impl Member {
                 Stats::add(&stats.leases_won);
             }
             if !self.released {
-                // The next call here is the fleet's probe.
-                self.released = true;
-                self.hold(Some(Duration::ZERO), view.step, stats);
+                // The next call here is the fleet's probe. Released only
+                // once the hold is applied: one refused for a local change
+                // not read yet is tried again at the read that follows.
+                self.released = self.hold(Some(Duration::ZERO), view.step, stats);
             }
             self.next_sync = now + ms(view.lease_ttl.max(1)).min(s.refresh);
         } else if !view.lease.is_empty() {
@@ -335,18 +348,22 @@ impl Member {
     }
 
     /// Holds the local breaker open for `open_for` at the fleet's backoff
-    /// `step`, or closes it.
-    fn hold(&mut self, open_for: Option<Duration>, step: u32, stats: &Stats) {
+    /// `step`, or closes it. Returns whether it was applied.
+    fn hold(&mut self, open_for: Option<Duration>, step: u32, stats: &Stats) -> bool {
         match self.breaker.apply_fleet(self.seen, open_for, step) {
             Some(seq) => {
                 if seq != self.seen {
                     Stats::add(&stats.applied);
                 }
                 self.seen = seq;
+                true
             }
             // A local change the agent has not read yet: it goes first,
             // and the view is read again after it.
-            None => self.next_sync = Instant::now(),
+            None => {
+                self.next_sync = Instant::now();
+                false
+            }
         }
     }
 }
@@ -374,4 +391,98 @@ fn millis(d: Duration) -> u64 {
 
 fn ms(n: i64) -> Duration {
     Duration::from_millis(n.max(0) as u64)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::io;
+
+    use super::*;
+    use crate::fleet::url::RedisUrl;
+    use crate::{CallPath, Classifier};
+
+    pub(crate) const AGENT: &str = "4242-0-ab";
+
+    /// An agent's settings, with a URL nothing listens on.
+    pub(crate) fn settings() -> Settings {
+        let url = "redis://127.0.0.1:1/";
+        Settings {
+            client: redis::Client::open(url).expect("a valid URL"),
+            redis: RedisUrl::new(url.into()),
+            prefix: "test".into(),
+            channel: "test:fleet".into(),
+            agent: AGENT.into(),
+            timeout: Duration::from_millis(50),
+            tick: Duration::from_millis(5),
+            refresh: Duration::from_millis(250),
+            hold_margin: Duration::from_secs(1),
+            lease: Duration::from_secs(5),
+            reconnect_min: Duration::from_millis(10),
+            reconnect_max: Duration::from_secs(2),
+            window: None,
+        }
+    }
+
+    /// A breaker that trips on its first failure and stays open a minute
+    /// on a mock clock that never moves: only the fleet ends its open
+    /// period.
+    pub(crate) fn vendor(name: &str) -> Breaker {
+        let (clock, _mock) = quanta::Clock::mock();
+        Breaker::builder(name)
+            .call_path(CallPath::ReferenceData)
+            .classifier(Classifier::every_error_is_a_failure())
+            .consecutive_failure_threshold(1)
+            .failure_rate_threshold(None)
+            .open_duration(Duration::from_secs(60))
+            .clock(clock)
+            .build()
+            .expect("valid configuration")
+    }
+
+    /// The fleet open, its cool-down over, and the probe lease this agent's.
+    fn lease_is_ours() -> View {
+        View {
+            open: true,
+            epoch: 3,
+            open_until: 1_000,
+            now: 2_000,
+            lease: format!("3:1:{AGENT}"),
+            lease_ttl: 5_000,
+            applied: false,
+            step: 0,
+            action: Action::default(),
+        }
+    }
+
+    fn call(b: &Breaker, ok: bool) -> Result<(), crate::CallError<io::Error>> {
+        b.call(|| {
+            if ok {
+                Ok(())
+            } else {
+                Err(io::Error::other("down"))
+            }
+        })
+    }
+
+    #[test]
+    fn a_lease_holder_refused_by_an_unread_local_change_is_released_at_the_next_read() {
+        let (s, stats) = (settings(), Stats::default());
+        let b = vendor("vendor");
+        let mut m = Member::new(b.clone(), b.subscribe(16).unwrap(), &s.prefix, false);
+        // The local breaker trips while the agent's read is under way: the
+        // answer finds a change the agent has not read, and the hold that
+        // would let the probe through is refused.
+        assert!(call(&b, false).is_err());
+        assert_eq!(b.state(), State::Open);
+        m.apply(&Op::Sync, &lease_is_ours(), AGENT, &s, &stats);
+        assert!(call(&b, true).is_err(), "refused: the hold was");
+
+        // The next tick reads the change, and the next read finds the
+        // lease still this agent's: now the breaker lets the probe through.
+        m.collect(Instant::now());
+        assert!(m.ops.contains(&Op::Sync), "{:?}", m.ops);
+        m.apply(&Op::Sync, &lease_is_ours(), AGENT, &s, &stats);
+        assert!(call(&b, true).is_ok(), "the fleet's probe went through");
+        assert_eq!(stats.leases_won.load(Ordering::Relaxed), 1);
+    }
 }

@@ -340,8 +340,10 @@ impl FleetBuilder {
         self
     }
 
-    /// How often the agent writes local changes (at most this late), and
-    /// how long it waits on pub/sub between ticks.
+    /// The longest the agent waits between two ticks: how often it checks
+    /// for refresh reads that are due and writes failures to the
+    /// [`failure_window`](Self::failure_window). A local state change, an
+    /// announcement or a breaker that joins wakes it at once.
     pub fn tick(mut self, tick: Duration) -> Self {
         self.tick = tick;
         self
