@@ -361,8 +361,11 @@ fn a_hundred_races_of_twenty_agents_each_issue_exactly_one_lease() {
     for b in &breakers[0] {
         assert!(fail(b).is_err());
     }
+    // Open, or already half-open for the one lease holder whose read came
+    // after the cool-down: on a loaded machine the last of the 2,000 may
+    // be seen after the period ended.
     wait_for("every breaker of every agent to open", || {
-        breakers.iter().flatten().all(|b| b.state() == State::Open)
+        breakers.iter().flatten().all(|b| b.state() != State::Closed)
     });
     let mut con = redis_conn(&redis);
     let mut issued = |r: usize| -> Option<u64> {
