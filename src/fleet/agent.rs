@@ -20,7 +20,6 @@ use crate::fleet::scripts::{self, View};
 use crate::fleet::snapshot::Stats;
 use crate::fleet::url::RedisUrl;
 use crate::fleet::{FailureWindow, Settings};
-use crate::State;
 
 /// What the handle sends the agent.
 #[derive(Debug)]
@@ -155,7 +154,8 @@ impl Agent {
         let mut pipe = redis::pipe();
         let mut sent: Vec<(usize, Op)> = Vec::new();
         for (i, m) in self.members.iter_mut().enumerate() {
-            m.collect(now);
+            m.collect(now, s, &self.stats);
+            let want = m.wants_lease();
             for op in m.ops.drain(..) {
                 let mut cmd = redis::cmd("EVALSHA");
                 cmd.arg(&shas[op.script() as usize])
@@ -182,13 +182,10 @@ impl Agent {
                             .arg(&s.channel)
                             .arg(m.breaker.name());
                     }
-                    Op::Close { token } => {
+                    Op::Close { token } | Op::Return { token } => {
                         cmd.arg(token).arg(&s.channel).arg(m.breaker.name());
                     }
                     Op::Sync => {
-                        // A breaker with a probe out (or let probe) takes
-                        // no other lease.
-                        let want = m.breaker.state() != State::HalfOpen;
                         cmd.arg(&s.agent)
                             .arg(s.lease.as_millis() as u64)
                             .arg(u8::from(want));
