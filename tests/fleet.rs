@@ -88,7 +88,8 @@ fn exactly_one_of_many_racers_wins_the_probe_lease_when_the_cool_down_ends() {
     const RACERS: usize = 8;
     let redis = RedisServer::start();
     let fleets: Vec<Fleet> = (0..RACERS)
-        .map(|_| fleet(&redis, "race").build().unwrap())
+        // Exclusivity is under test: the holder keeps its unused lease.
+        .map(|_| fleet(&redis, "race").lease_idle(4 * SEC).build().unwrap())
         .collect();
     let breakers: Vec<Breaker> = (0..RACERS).map(|_| vendor()).collect();
     for (f, b) in fleets.iter().zip(&breakers) {
@@ -335,7 +336,15 @@ fn a_hundred_races_of_twenty_agents_each_issue_exactly_one_lease() {
     const RACES: usize = 100;
     let redis = RedisServer::start();
     let fleets: Vec<Fleet> = (0..AGENTS)
-        .map(|_| fleet(&redis, "races").refresh(100 * MS).build().unwrap())
+        .map(|_| {
+            // Exclusivity is under test: the holders keep their unused
+            // leases.
+            fleet(&redis, "races")
+                .refresh(100 * MS)
+                .lease_idle(4 * SEC)
+                .build()
+                .unwrap()
+        })
         .collect();
     // One breaker per race and agent: race `r` is breaker `vendor-r`.
     let breakers: Vec<Vec<Breaker>> = fleets
