@@ -236,6 +236,17 @@ fn an_acl_user_with_the_documented_permissions_runs_every_script() {
         assert_eq!((s.errors, s.outages, s.fenced), (0, 0, 0), "{s:?}");
     }
     assert_eq!(fa.snapshot().published + fb.snapshot().published, 3);
+
+    // RETURN: another open period in which neither process calls; the
+    // lease holder gives its unused lease back.
+    assert!(fail(&a).is_err());
+    wait_for("an unused lease to be given back", || {
+        fa.snapshot().leases_returned + fb.snapshot().leases_returned >= 1
+    });
+    for f in [&fa, &fb] {
+        let s = f.snapshot();
+        assert_eq!((s.errors, s.outages), (0, 0), "{s:?}");
+    }
 }
 
 #[test]

@@ -13,7 +13,9 @@
 //! When the fleet's open period ends, exactly one agent takes the probe
 //! lease (`SET NX PX`, with a token naming the open period); its breaker
 //! lets the next call probe, every other process's breaker stays open. A
-//! probe result under a lease of an older period is fenced off. The backoff
+//! probe result under a lease of an older period is fenced off. A holder
+//! whose process takes no probe within [`FleetBuilder::lease_idle`] gives
+//! the lease back, so that a process with traffic probes instead. The backoff
 //! step is the fleet's: a failed probe re-opens at the fleet's step plus
 //! one, whichever process made it, and a close resets it.
 //!
