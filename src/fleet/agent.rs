@@ -155,7 +155,8 @@ impl Agent {
         let mut sent: Vec<(usize, Op)> = Vec::new();
         for (i, m) in self.members.iter_mut().enumerate() {
             m.collect(now, s, &self.stats);
-            let want = m.wants_lease();
+            // Asked only of a breaker about to be read.
+            let want = m.ops.contains(&Op::Sync) && m.wants_lease();
             for op in m.ops.drain(..) {
                 let mut cmd = redis::cmd("EVALSHA");
                 cmd.arg(&shas[op.script() as usize])
