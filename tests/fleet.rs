@@ -72,7 +72,13 @@ fn a_trip_in_one_process_opens_the_breaker_in_the_other_through_pub_sub() {
     let took = wait_for("the other process to open", || b.state() == State::Open);
     println!("staleness: B opened {took:?} after A tripped");
 
-    let change = changes.try_recv().expect("B's breaker changed state");
+    // The change is delivered to subscribers just after the new state shows.
+    let mut change = None;
+    wait_for("B's change to reach its subscriber", || {
+        change = changes.try_recv();
+        change.is_some()
+    });
+    let change = change.expect("B's breaker changed state");
     assert_eq!((change.from, change.to), (State::Closed, State::Open));
     assert_eq!(change.reason, Reason::Fleet);
     let refused = succeed(&b).unwrap_err();
@@ -142,8 +148,14 @@ fn exactly_one_of_many_racers_wins_the_probe_lease_when_the_cool_down_ends() {
 #[test]
 fn a_stale_probers_success_is_fenced_off() {
     let redis = RedisServer::start();
-    let lease = |f: fusebox::fleet::FleetBuilder| f.probe_lease(100 * MS).build().unwrap();
-    let fa = lease(fleet(&redis, "fence"));
+    // A's lease runs out a second after A wins it, its probe still out (an
+    // agent whose probe is out never gives its lease back). B's lasts a
+    // minute: B probes under it however slow the machine.
+    let fa = fleet(&redis, "fence")
+        .probe_lease(SEC)
+        .lease_idle(999 * MS)
+        .build()
+        .unwrap();
     let a = vendor();
     fa.join(&a).unwrap();
     wait_for("A's agent to connect", || connected(&fa));
@@ -157,7 +169,11 @@ fn a_stale_probers_success_is_fenced_off() {
     assert_eq!(a.state(), State::HalfOpen);
 
     // A's lease runs out; B takes the next one, probes, and fails.
-    let fb = lease(fleet(&redis, "fence"));
+    let fb = fleet(&redis, "fence")
+        .probe_lease(60 * SEC)
+        .lease_idle(30 * SEC)
+        .build()
+        .unwrap();
     let b = vendor();
     fb.join(&b).unwrap();
     wait_for("B to win the lease", || fb.snapshot().leases_won == 1);
