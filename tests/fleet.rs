@@ -386,8 +386,14 @@ fn a_hundred_races_of_twenty_agents_each_issue_exactly_one_lease() {
     for b in &breakers[0] {
         assert!(fail(b).is_err());
     }
+    // Nothing closes them before the races end, but a winner's breaker is
+    // let probe (half-open) once its race is won: on a loaded machine that
+    // may come before the last breaker opens.
     wait_for("every breaker of every agent to open", || {
-        breakers.iter().flatten().all(|b| b.state() == State::Open)
+        breakers
+            .iter()
+            .flatten()
+            .all(|b| b.state() != State::Closed)
     });
     let mut con = redis_conn(&redis);
     let mut issued = |r: usize| -> Option<u64> {
