@@ -893,6 +893,15 @@ impl Breaker {
         (m.failures(), m.settings().backoff.base)
     }
 
+    /// Fleet mode (`src/fleet/`): the calls refused in the breaker's life
+    /// ([`Totals::short_circuits`](crate::Totals::short_circuits)), summed
+    /// from the refusal counter without the lock: a caller's path is
+    /// untouched, the agent reads it to see demand for a probe.
+    #[cfg(feature = "redis")]
+    pub(crate) fn refusals(&self) -> u64 {
+        self.inner.short_circuits.sum()
+    }
+
     /// Fleet mode (`src/fleet/`): applies the fleet's state, open for
     /// `open_for` more on this breaker's clock at the fleet's backoff
     /// `step`, or closed (`None`), unless the breaker has changed since

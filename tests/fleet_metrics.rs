@@ -66,6 +66,7 @@ fn a_scrape_shows_each_registered_fleets_figures_by_prefix() {
         ("fusebox_fleet_published_total", 1),
         ("fusebox_fleet_applied_total", 1),
         ("fusebox_fleet_leases_won_total", 0),
+        ("fusebox_fleet_leases_returned_total", 0),
         ("fusebox_fleet_fenced_total", 0),
         ("fusebox_fleet_failures_published_total", 2),
         ("fusebox_fleet_window_trips_total", 1),

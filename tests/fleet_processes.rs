@@ -36,6 +36,9 @@ fn member(url: &str) -> (Fleet, Breaker) {
         .prefix("procs")
         .tick(2 * MS)
         .refresh(20 * MS)
+        // Exclusivity is under test: the holder keeps its unused lease
+        // while every process reports.
+        .lease_idle(4 * SEC)
         .build()
         .expect("fleet settings");
     let (b, _mock) = quiet("vendor");

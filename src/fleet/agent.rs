@@ -25,7 +25,6 @@ use crate::fleet::scripts::{self, View};
 use crate::fleet::snapshot::Stats;
 use crate::fleet::url::RedisUrl;
 use crate::fleet::{FailureWindow, Settings};
-use crate::State;
 use listener::Listener;
 
 /// What the handle sends the agent.
@@ -182,7 +181,9 @@ impl Agent {
         let mut pipe = redis::pipe();
         let mut sent: Vec<(usize, Op)> = Vec::new();
         for (i, m) in self.members.iter_mut().enumerate() {
-            m.collect(now);
+            m.collect(now, s, &self.stats);
+            // Asked only of a breaker about to be read.
+            let want = m.ops.contains(&Op::Sync) && m.wants_lease();
             for op in m.ops.drain(..) {
                 let mut cmd = redis::cmd("EVALSHA");
                 cmd.arg(&shas[op.script() as usize])
@@ -209,13 +210,10 @@ impl Agent {
                             .arg(&s.channel)
                             .arg(m.breaker.name());
                     }
-                    Op::Close { token } => {
+                    Op::Close { token } | Op::Return { token } => {
                         cmd.arg(token).arg(&s.channel).arg(m.breaker.name());
                     }
                     Op::Sync => {
-                        // A breaker with a probe out (or let probe) takes
-                        // no other lease.
-                        let want = m.breaker.state() != State::HalfOpen;
                         cmd.arg(&s.agent)
                             .arg(s.lease.as_millis() as u64)
                             .arg(u8::from(want));
@@ -367,7 +365,7 @@ mod tests {
         let now = Instant::now();
         let mut read = Vec::new();
         for m in &mut agent.members {
-            m.collect(now);
+            m.collect(now, &agent.settings, &agent.stats);
             if m.ops.contains(&Op::Sync) {
                 read.push(m.breaker.name().to_owned());
             }

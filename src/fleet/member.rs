@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
+use crate::fleet::idle::LeaseUse;
 use crate::fleet::scripts::{lease_of, Action, ActionKind, Keys, Script, View};
 use crate::fleet::snapshot::Stats;
 use crate::fleet::Settings;
@@ -29,6 +30,8 @@ pub(crate) enum Op {
     /// Add local failures to the fleet's recent-failures window, which
     /// opens the fleet for `open_ms` when it reaches its threshold.
     Window { failures: u64, open_ms: u64 },
+    /// Give back the probe lease under `token`: the process has not used it.
+    Return { token: String },
 }
 
 impl Op {
@@ -39,7 +42,14 @@ impl Op {
             Op::Close { .. } => Script::Close,
             Op::Sync => Script::Sync,
             Op::Window { .. } => Script::Window,
+            Op::Return { .. } => Script::Return,
         }
+    }
+
+    /// Whether this write, applied, changes the fleet's state (a give-back
+    /// only ends a lease).
+    pub(crate) fn changes_state(&self) -> bool {
+        !matches!(self, Op::Return { .. })
     }
 
     /// Whether a refusal of this write is the fence at work.
@@ -76,6 +86,8 @@ pub(crate) struct Member {
     /// The breaker's lifetime failures when last written to the window (or
     /// dropped, while there was no Redis to tell).
     failures: u64,
+    /// Whether the local breaker uses the lease it was let probe under.
+    lease_use: LeaseUse,
 }
 
 impl Member {
@@ -101,6 +113,7 @@ impl Member {
             ops: Vec::new(),
             counts_failures,
             failures,
+            lease_use: LeaseUse::default(),
         };
         m.resync();
         m
@@ -149,7 +162,7 @@ impl Member {
 
     /// Turns the local changes since the last tick into writes, and queues
     /// a read when one is due.
-    pub(crate) fn collect(&mut self, now: Instant) {
+    pub(crate) fn collect(&mut self, now: Instant, s: &Settings, stats: &Stats) {
         if self.changes.dropped() != self.dropped {
             // The agent fell behind and lost changes: start from what the
             // breaker is now.
@@ -159,6 +172,9 @@ impl Member {
         }
         while let Some(change) = self.changes.try_recv() {
             self.seen = self.seen.max(change.seq);
+            if is_probe(&change) {
+                self.lease_use.probe_taken();
+            }
             if let Some(op) = self.op_for(&change) {
                 self.ops.push(op);
             }
@@ -172,6 +188,12 @@ impl Member {
                 });
             }
             self.failures = failures;
+        }
+        self.give_back_if_idle(now, s, stats);
+        if self.lease_use.gave_back() && self.lease_use.demand(self.breaker.refusals()) {
+            // A call refused since the give-back: read (and take the
+            // lease, if it is free) now.
+            self.next_sync = now;
         }
         if now >= self.next_sync && !self.ops.contains(&Op::Sync) {
             self.ops.push(Op::Sync);
@@ -222,6 +244,16 @@ impl Member {
         if *op == Op::Sync {
             Stats::add(&stats.reads);
         }
+        self.lease_use.period(view.epoch);
+        if let Op::Return { .. } = op {
+            // Given back, or no longer ours to give (fenced): either way
+            // the lease is not this agent's.
+            self.token = None;
+            self.released = false;
+            if view.applied {
+                Stats::add(&stats.leases_returned);
+            }
+        }
         if let Op::Window { failures, .. } = op {
             stats
                 .failures_published
@@ -230,7 +262,7 @@ impl Member {
                 Stats::add(&stats.window_trips);
             }
         }
-        if view.applied {
+        if view.applied && op.changes_state() {
             Stats::add(&stats.published);
         } else if op.is_fenced() {
             Stats::add(&stats.fenced);
@@ -287,9 +319,49 @@ impl Member {
             );
             self.next_sync = now + ms(view.lease_ttl.max(1)).min(s.refresh);
         } else {
-            // Free: the next read takes it.
-            self.next_sync = now;
+            // Free: held open past the next read, which takes the lease if
+            // this process may (an agent that gave it back waits for
+            // demand, reading at the refresh).
+            self.hold(Some(s.refresh + s.hold_margin), view.step, stats);
+            self.next_sync = if self.lease_use.may_take() {
+                now
+            } else {
+                now + s.refresh
+            };
         }
+    }
+
+    /// Whether a read may take the probe lease: the local breaker has no
+    /// probe out (nor is let probe), and the agent did not give back this
+    /// period's lease, or its breaker refused a call since.
+    pub(crate) fn wants_lease(&self) -> bool {
+        self.breaker.state() != State::HalfOpen && self.lease_use.may_take()
+    }
+
+    /// Gives back the lease the local breaker was let probe under if it has
+    /// taken no probe within `lease_idle`: holds the breaker open again
+    /// first (refused if a call took the probe since the agent last read
+    /// its changes), then queues the fenced `RETURN`.
+    fn give_back_if_idle(&mut self, now: Instant, s: &Settings, stats: &Stats) {
+        let token = self.token.as_deref().filter(|_| self.released);
+        self.lease_use.released(token, now);
+        let Some(token) = self.lease_use.idle(now, s.lease_idle).map(str::to_owned) else {
+            return;
+        };
+        let Some(epoch) = lease_of(&token, &s.agent) else {
+            return;
+        };
+        let snap = self.breaker.snapshot();
+        if snap.probes_in_flight > 0 {
+            return;
+        }
+        if !self.hold(Some(s.lease + s.hold_margin), snap.backoff_step, stats) {
+            return;
+        }
+        self.released = false;
+        self.lease_use.give_back(epoch, self.breaker.refusals());
+        // First in the round trip: a read sent with it sees the lease free.
+        self.ops.insert(0, Op::Return { token });
     }
 
     /// Applies the fleet's operator action to the local breaker, once per
@@ -372,6 +444,12 @@ impl Member {
 /// expires or vanishes.
 const FLEET: &str = "fleet";
 
+/// Whether `change` is the local breaker taking a probe: open to half-open
+/// on a call, not by the fleet's hand.
+fn is_probe(change: &StateChange) -> bool {
+    change.from == State::Open && change.to == State::HalfOpen && change.reason != Reason::Fleet
+}
+
 /// A trip's write, with the open period the local breaker chose.
 fn trip(breaker: &Breaker) -> Op {
     let (open_ms, step) = open_period(breaker);
@@ -417,6 +495,7 @@ pub(crate) mod tests {
             refresh: Duration::from_millis(250),
             hold_margin: Duration::from_secs(1),
             lease: Duration::from_secs(5),
+            lease_idle: Duration::from_millis(500),
             reconnect_min: Duration::from_millis(10),
             reconnect_max: Duration::from_secs(2),
             window: None,
@@ -479,7 +558,7 @@ pub(crate) mod tests {
 
         // The next tick reads the change, and the next read finds the
         // lease still this agent's: now the breaker lets the probe through.
-        m.collect(Instant::now());
+        m.collect(Instant::now(), &s, &stats);
         assert!(m.ops.contains(&Op::Sync), "{:?}", m.ops);
         m.apply(&Op::Sync, &lease_is_ours(), AGENT, &s, &stats);
         assert!(call(&b, true).is_ok(), "the fleet's probe went through");

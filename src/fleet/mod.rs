@@ -13,7 +13,9 @@
 //! When the fleet's open period ends, exactly one agent takes the probe
 //! lease (`SET NX PX`, with a token naming the open period); its breaker
 //! lets the next call probe, every other process's breaker stays open. A
-//! probe result under a lease of an older period is fenced off. The backoff
+//! probe result under a lease of an older period is fenced off. A holder
+//! whose process takes no probe within [`FleetBuilder::lease_idle`] gives
+//! the lease back, so that a process with traffic probes instead. The backoff
 //! step is the fleet's: a failed probe re-opens at the fleet's step plus
 //! one, whichever process made it, and a close resets it.
 //!
@@ -53,6 +55,7 @@
 
 mod admin;
 mod agent;
+mod idle;
 mod member;
 mod scripts;
 mod snapshot;
@@ -89,6 +92,10 @@ use url::RedisUrl;
 #[doc = include_str!("../../docs/fleet.md")]
 pub struct FleetGuideDoctests;
 
+/// How long a lease holder's breaker may go without a probe, by default
+/// ([`FleetBuilder::lease_idle`]).
+const DEFAULT_LEASE_IDLE: Duration = Duration::from_millis(500);
+
 /// How many state changes a joined breaker may queue for the agent.
 const CHANGES_CAPACITY: usize = 256;
 
@@ -106,6 +113,9 @@ pub(crate) struct Settings {
     pub(crate) refresh: Duration,
     pub(crate) hold_margin: Duration,
     pub(crate) lease: Duration,
+    /// How long a lease holder's breaker may go without a probe before the
+    /// agent gives the lease back.
+    pub(crate) lease_idle: Duration,
     pub(crate) reconnect_min: Duration,
     pub(crate) reconnect_max: Duration,
     /// The fleet's recent-failures window, if it has one.
@@ -250,6 +260,7 @@ impl fmt::Debug for Fleet {
 /// | `refresh` | 250 ms |
 /// | `hold_margin` | 1 s |
 /// | `probe_lease` | 5 s |
+/// | `lease_idle` | 500 ms, or half of `probe_lease` if that is shorter |
 /// | `reconnect_backoff` | 10 ms, doubling to 2 s |
 /// | `tls_ca` | none: a `rediss://` URL trusts the system's roots |
 /// | `tls_client_auth` | none: no client certificate |
@@ -264,6 +275,7 @@ pub struct FleetBuilder {
     refresh: Duration,
     hold_margin: Duration,
     lease: Duration,
+    lease_idle: Option<Duration>,
     reconnect_min: Duration,
     reconnect_max: Duration,
     window: Option<(u32, Duration)>,
@@ -294,6 +306,7 @@ impl FleetBuilder {
             refresh: Duration::from_millis(250),
             hold_margin: Duration::from_secs(1),
             lease: Duration::from_secs(5),
+            lease_idle: None,
             reconnect_min: Duration::from_millis(10),
             reconnect_max: Duration::from_secs(2),
             window: None,
@@ -373,6 +386,27 @@ impl FleetBuilder {
         self
     }
 
+    /// How long the lease holder's breaker may go without a probe before
+    /// its agent gives the lease back: it holds the breaker open again,
+    /// returns the lease (announcing it, so that another process takes it
+    /// at once), and takes none again in that open period unless its
+    /// breaker refuses a call since.
+    ///
+    /// The lease goes to whichever agent reads first after the cool-down,
+    /// whether or not its process is calling; without a give-back, a
+    /// holder whose process makes no call would delay the fleet's probe by
+    /// `probe_lease`. Make it longer than the gap between a busy process's
+    /// calls (a process that calls less often may give the lease back and
+    /// take it again at its next refused call) and shorter than
+    /// `probe_lease`. The default, 500 ms (a hundred ticks, two refreshes,
+    /// a tenth of the lease), keeps the lease with a process that calls
+    /// twice a second, and bounds the delay an idle holder adds to about
+    /// half a second.
+    pub fn lease_idle(mut self, idle: Duration) -> Self {
+        self.lease_idle = Some(idle);
+        self
+    }
+
     /// The agent's wait before reconnecting, doubling from `first` to
     /// `max`.
     pub fn reconnect_backoff(mut self, first: Duration, max: Duration) -> Self {
@@ -436,7 +470,8 @@ impl FleetBuilder {
     /// PEM holds no certificate, a certificate rustls refuses, or a key
     /// that does not parse or is not the certificate's (never shown); an
     /// empty `prefix` or one with `{`, `}` or whitespace, a
-    /// zero `timeout`, `tick`, `refresh` or `probe_lease`, or a
+    /// zero `timeout`, `tick`, `refresh` or `probe_lease`, a `lease_idle`
+    /// that is zero or not below `probe_lease`, or a
     /// `reconnect_backoff` whose first wait is zero or above its max, or a
     /// `failure_window` whose threshold is zero or whose window is not
     /// between 10 ms and 24 h.
@@ -455,6 +490,16 @@ impl FleetBuilder {
             if d.is_zero() {
                 return Err(invalid(field, "must be above zero", format!("{d:?}")));
             }
+        }
+        let lease_idle = self
+            .lease_idle
+            .unwrap_or_else(|| DEFAULT_LEASE_IDLE.min(self.lease / 2));
+        if lease_idle.is_zero() || lease_idle >= self.lease {
+            return Err(invalid(
+                "lease_idle",
+                "must be above zero and below probe_lease",
+                format!("{lease_idle:?}"),
+            ));
         }
         if self.reconnect_min > self.reconnect_max {
             return Err(invalid(
@@ -495,6 +540,7 @@ impl FleetBuilder {
             refresh: self.refresh,
             hold_margin: self.hold_margin,
             lease: self.lease,
+            lease_idle,
             reconnect_min: self.reconnect_min,
             reconnect_max: self.reconnect_max,
             window,

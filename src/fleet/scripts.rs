@@ -228,12 +228,25 @@ const PEEK: &str = r#"
 return view(0)
 "#;
 
+/// The lease holder gives back a lease its process has not used: ARGV =
+/// token, channel, name. Deletes the lease and announces it, only if
+/// `token` still holds this period's lease (a give-back of an older period's
+/// token, or of a lease that expired, changes nothing).
+const RETURN: &str = r#"
+if holds_lease(ARGV[1]) then
+  redis.call('DEL', KEYS[2])
+  redis.call('PUBLISH', ARGV[2], ARGV[3])
+  return view(1)
+end
+return view(0)
+"#;
+
 /// How many entries a breaker's audit stream keeps, about (`XADD MAXLEN ~`:
 /// Redis trims whole nodes, so a few more may stay).
 pub(crate) const AUDIT_LEN: u32 = 1000;
 
 /// The scripts, in the order of [`Script`].
-pub(crate) fn sources() -> [String; 7] {
+pub(crate) fn sources() -> [String; 8] {
     let overrides = OVERRIDES.replace("AUDIT_LEN", &AUDIT_LEN.to_string());
     let agent = |body: &str| format!("{PRELUDE}{overrides}{GUARD}{body}");
     let operator = |body: &str| format!("{PRELUDE}{overrides}{body}");
@@ -245,6 +258,7 @@ pub(crate) fn sources() -> [String; 7] {
         operator(OVERRIDE),
         operator(PEEK),
         agent(WINDOW),
+        agent(RETURN),
     ]
 }
 
@@ -259,6 +273,7 @@ pub(crate) enum Script {
     Override = 4,
     Peek = 5,
     Window = 6,
+    Return = 7,
 }
 
 /// A breaker's state in the fleet, as a script answers it. Times are the

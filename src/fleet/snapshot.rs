@@ -24,6 +24,11 @@ pub struct FleetSnapshot {
     pub applied: u64,
     /// Probe leases this agent won.
     pub leases_won: u64,
+    /// Probe leases this agent gave back unused: its breaker took no probe
+    /// within [`FleetBuilder::lease_idle`].
+    ///
+    /// [`FleetBuilder::lease_idle`]: crate::fleet::FleetBuilder::lease_idle
+    pub leases_returned: u64,
     /// Probe results refused by the fence: the lease they were made under
     /// was no longer this open period's.
     pub fenced: u64,
@@ -51,6 +56,7 @@ pub(crate) struct Stats {
     pub(crate) published: AtomicU64,
     pub(crate) applied: AtomicU64,
     pub(crate) leases_won: AtomicU64,
+    pub(crate) leases_returned: AtomicU64,
     pub(crate) fenced: AtomicU64,
     pub(crate) messages: AtomicU64,
     pub(crate) reads: AtomicU64,
@@ -73,6 +79,7 @@ impl Stats {
             published: get(&self.published),
             applied: get(&self.applied),
             leases_won: get(&self.leases_won),
+            leases_returned: get(&self.leases_returned),
             fenced: get(&self.fenced),
             messages: get(&self.messages),
             reads: get(&self.reads),

@@ -16,7 +16,7 @@ use crate::registry::Registry;
 type Count = fn(&FleetSnapshot) -> u64;
 
 /// The counters, in the order they are encoded.
-const COUNTERS: [(&str, &str, Count); 10] = [
+const COUNTERS: [(&str, &str, Count); 11] = [
     (
         "fusebox_fleet_outages",
         "Redis outages the fleet agent has seen (one log line each).",
@@ -41,6 +41,11 @@ const COUNTERS: [(&str, &str, Count); 10] = [
         "fusebox_fleet_leases_won",
         "Probe leases the fleet agent won.",
         |s| s.leases_won,
+    ),
+    (
+        "fusebox_fleet_leases_returned",
+        "Probe leases the fleet agent gave back unused.",
+        |s| s.leases_returned,
     ),
     (
         "fusebox_fleet_fenced",
