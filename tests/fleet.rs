@@ -8,6 +8,8 @@
 #![cfg(feature = "redis")]
 
 mod common;
+#[path = "support/fleet_kit.rs"]
+mod fleet_kit;
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
@@ -15,6 +17,7 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use common::{fail, quiet, succeed, MS, SEC};
+use fleet_kit::{connected, redis_conn, vendor};
 use fusebox::fleet::{Fleet, FleetSnapshot};
 use fusebox::{Breaker, ConfigError, Reason, State};
 use redis_server::{wait_for, RedisServer, PATIENCE};
@@ -27,27 +30,6 @@ fn fleet(redis: &RedisServer, prefix: &str) -> fusebox::fleet::FleetBuilder {
         .refresh(20 * MS)
         .hold_margin(SEC)
         .reconnect_backoff(5 * MS, 50 * MS)
-}
-
-/// A breaker that opens on its first failure, for 200 ms, on a mock clock.
-fn vendor() -> Breaker {
-    let (b, _mock) = quiet("vendor");
-    b.consecutive_failure_threshold(1)
-        .open_duration(200 * MS)
-        .max_probe_duration(60 * SEC)
-        .build()
-        .expect("valid configuration")
-}
-
-fn connected(f: &Fleet) -> bool {
-    let s = f.snapshot();
-    s.connected && s.reads > 0
-}
-
-fn redis_conn(redis: &RedisServer) -> redis::Connection {
-    redis::Client::open(redis.url())
-        .and_then(|c| c.get_connection())
-        .expect("connect to the test redis")
 }
 
 #[test]

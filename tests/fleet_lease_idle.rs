@@ -11,6 +11,8 @@
 #![cfg(feature = "redis")]
 
 mod common;
+#[path = "support/fleet_kit.rs"]
+mod fleet_kit;
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
@@ -18,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{fail, quiet, succeed, MS, SEC};
+use fleet_kit::{connected, redis_conn};
 use fusebox::fleet::Fleet;
 use fusebox::{Breaker, ConfigError, State};
 use quanta::Mock;
@@ -52,17 +55,6 @@ fn vendor() -> (Breaker, Arc<Mock>) {
         .build()
         .expect("valid configuration");
     (b, mock)
-}
-
-fn connected(f: &Fleet) -> bool {
-    let s = f.snapshot();
-    s.connected && s.reads > 0
-}
-
-fn redis_conn(redis: &RedisServer) -> redis::Connection {
-    redis::Client::open(redis.url())
-        .and_then(|c| c.get_connection())
-        .expect("connect to the test redis")
 }
 
 fn fleet_state(con: &mut redis::Connection, prefix: &str) -> (String, i64, u64) {

@@ -10,12 +10,15 @@
 #![cfg(feature = "redis")]
 
 mod common;
+#[path = "support/fleet_kit.rs"]
+mod fleet_kit;
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
 use std::time::{Duration, Instant};
 
 use common::{fail, quiet, succeed, MS, SEC};
+use fleet_kit::redis_conn;
 use fusebox::fleet::{AuditKind, Fleet, FleetAdmin, FleetAdminError, FleetWatch};
 use fusebox::{Breaker, ConfigError, Reason, State};
 use redis_server::{wait_for, RedisServer, PATIENCE};
@@ -59,12 +62,6 @@ fn processes(redis: &RedisServer, prefix: &str, n: usize) -> (Vec<Fleet>, Vec<Br
 
 fn admin(redis: &RedisServer, prefix: &str) -> FleetAdmin {
     FleetAdmin::connect(&redis.url(), prefix, SEC).unwrap()
-}
-
-fn redis_conn(redis: &RedisServer) -> redis::Connection {
-    redis::Client::open(redis.url())
-        .and_then(|c| c.get_connection())
-        .expect("connect to the test redis")
 }
 
 fn all_in(breakers: &[Breaker], state: State) -> bool {

@@ -9,6 +9,8 @@
 #![cfg(feature = "redis")]
 
 mod common;
+#[path = "support/fleet_kit.rs"]
+mod fleet_kit;
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
@@ -16,7 +18,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use common::{quiet, DepError, Outage, MS, SEC};
+use common::{DepError, Outage, MS, SEC};
+use fleet_kit::{connected, vendor};
 use fusebox::fleet::{Fleet, FleetBuilder};
 use fusebox::{Breaker, Reason, State};
 use redis_server::{wait_for, RedisServer};
@@ -32,21 +35,6 @@ fn fleet(redis: &RedisServer, prefix: &str) -> FleetBuilder {
         .refresh(20 * MS)
         .hold_margin(SEC)
         .reconnect_backoff(5 * MS, 50 * MS)
-}
-
-/// A breaker that opens on its first failure, on a mock clock.
-fn vendor() -> Breaker {
-    let (b, _mock) = quiet("vendor");
-    b.consecutive_failure_threshold(1)
-        .open_duration(200 * MS)
-        .max_probe_duration(60 * SEC)
-        .build()
-        .expect("valid configuration")
-}
-
-fn connected(f: &Fleet) -> bool {
-    let s = f.snapshot();
-    s.connected && s.reads > 0
 }
 
 /// A trading thread: calls its breaker in a loop until stopped, counting

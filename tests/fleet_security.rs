@@ -13,13 +13,16 @@
 #[path = "support/certs.rs"]
 mod certs;
 mod common;
+#[path = "support/fleet_kit.rs"]
+mod fleet_kit;
 #[path = "support/log_capture.rs"]
 mod log_capture;
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
 use certs::Certs;
-use common::{fail, quiet, succeed, MS, SEC};
+use common::{fail, succeed, MS, SEC};
+use fleet_kit::{connected, vendor};
 use fusebox::fleet::{Fleet, FleetBuilder};
 use fusebox::{Breaker, ConfigError, Reason, State};
 use redis_server::{wait_for, Options, RedisServer, TlsFiles, PATIENCE};
@@ -41,21 +44,6 @@ fn fleet(url: String, prefix: &str) -> FleetBuilder {
         .refresh(20 * MS)
         .hold_margin(SEC)
         .reconnect_backoff(5 * MS, 50 * MS)
-}
-
-/// A breaker that opens on its first failure, for 200 ms, on a mock clock.
-fn vendor() -> Breaker {
-    let (b, _mock) = quiet("vendor");
-    b.consecutive_failure_threshold(1)
-        .open_duration(200 * MS)
-        .max_probe_duration(60 * SEC)
-        .build()
-        .expect("valid configuration")
-}
-
-fn connected(f: &Fleet) -> bool {
-    let s = f.snapshot();
-    s.connected && s.reads > 0
 }
 
 fn tls_server(certs: &Certs, auth_clients: &'static str, users: Vec<String>) -> RedisServer {

@@ -9,23 +9,17 @@
 #[path = "support/certs.rs"]
 mod certs;
 mod common;
+#[path = "support/fleet_kit.rs"]
+mod fleet_kit;
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
 use certs::Certs;
-use common::{fail, quiet, MS, SEC};
+use common::{fail, MS, SEC};
+use fleet_kit::vendor;
 use fusebox::fleet::Fleet;
-use fusebox::{Breaker, Reason, State};
+use fusebox::{Reason, State};
 use redis_server::{wait_for, Options, RedisServer, TlsFiles};
-
-fn vendor() -> Breaker {
-    let (b, _mock) = quiet("vendor");
-    b.consecutive_failure_threshold(1)
-        .open_duration(200 * MS)
-        .max_probe_duration(60 * SEC)
-        .build()
-        .expect("valid configuration")
-}
 
 #[test]
 fn a_rediss_url_without_settings_trusts_the_system_roots() {

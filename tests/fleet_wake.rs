@@ -10,6 +10,8 @@
 #![cfg(feature = "redis")]
 
 mod common;
+#[path = "support/fleet_kit.rs"]
+mod fleet_kit;
 #[path = "support/log_capture.rs"]
 mod log_capture;
 #[path = "support/redis_server.rs"]
@@ -18,9 +20,10 @@ mod redis_server;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::{fail, quiet, succeed, MS, SEC};
+use common::{fail, succeed, MS, SEC};
+use fleet_kit::vendor;
 use fusebox::fleet::{Fleet, FleetBuilder};
-use fusebox::{Breaker, Reason, State};
+use fusebox::{Reason, State};
 use redis_server::RedisServer;
 
 /// How long a test waits for the fleet to do what it must before failing.
@@ -55,16 +58,6 @@ fn sleepy(redis: &RedisServer, prefix: &str) -> FleetBuilder {
         .refresh(60 * SEC)
         .hold_margin(SEC)
         .reconnect_backoff(5 * MS, 50 * MS)
-}
-
-/// A breaker that opens on its first failure, for 200 ms, on a mock clock.
-fn vendor() -> Breaker {
-    let (b, _mock) = quiet("vendor");
-    b.consecutive_failure_threshold(1)
-        .open_duration(200 * MS)
-        .max_probe_duration(60 * SEC)
-        .build()
-        .expect("valid configuration")
 }
 
 /// This process's threads named `name` (Linux: `/proc/self/task`).

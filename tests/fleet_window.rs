@@ -9,12 +9,15 @@
 #![cfg(feature = "redis")]
 
 mod common;
+#[path = "support/fleet_kit.rs"]
+mod fleet_kit;
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
 use std::time::Duration;
 
 use common::{fail, quiet, succeed, MS, SEC};
+use fleet_kit::{connected, redis_conn};
 use fusebox::fleet::{Fleet, FleetBuilder};
 use fusebox::{Breaker, Reason, State};
 use redis_server::{wait_for, RedisServer};
@@ -40,17 +43,6 @@ fn vendor(threshold: u32, open_duration: Duration) -> Breaker {
         .max_probe_duration(60 * SEC)
         .build()
         .expect("valid configuration")
-}
-
-fn connected(f: &Fleet) -> bool {
-    let s = f.snapshot();
-    s.connected && s.reads > 0
-}
-
-fn redis_conn(redis: &RedisServer) -> redis::Connection {
-    redis::Client::open(redis.url())
-        .and_then(|c| c.get_connection())
-        .expect("connect to the test redis")
 }
 
 /// The Redis server's clock, in milliseconds.

@@ -1,0 +1,39 @@
+//! What the fleet tests share beyond the server: a breaker that trips at
+//! once, whether an agent is up, and a plain connection to look at Redis's
+//! keys.
+//!
+//! Use it from a fleet test file (which also has `mod common;` and the
+//! `redis_server` module) with
+//! `#[path = "support/fleet_kit.rs"] mod fleet_kit;`.
+// Each test file uses its own subset of these helpers.
+#![allow(dead_code)]
+
+use fusebox::fleet::Fleet;
+use fusebox::Breaker;
+
+use crate::common::{quiet, MS, SEC};
+use crate::redis_server::RedisServer;
+
+/// A breaker `vendor` that opens on its first failure, for 200 ms of a mock
+/// clock that never moves: only the fleet ends its open period.
+pub fn vendor() -> Breaker {
+    let (b, _mock) = quiet("vendor");
+    b.consecutive_failure_threshold(1)
+        .open_duration(200 * MS)
+        .max_probe_duration(60 * SEC)
+        .build()
+        .expect("valid configuration")
+}
+
+/// Whether the agent holds a connection and has read the fleet once.
+pub fn connected(f: &Fleet) -> bool {
+    let s = f.snapshot();
+    s.connected && s.reads > 0
+}
+
+/// A plain connection to the test server, to read and write keys directly.
+pub fn redis_conn(redis: &RedisServer) -> redis::Connection {
+    redis::Client::open(redis.url())
+        .and_then(|c| c.get_connection())
+        .expect("connect to the test redis")
+}
