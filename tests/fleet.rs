@@ -17,20 +17,10 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use common::{fail, quiet, succeed, MS, SEC};
-use fleet_kit::{connected, redis_conn, vendor};
+use fleet_kit::{connected, fleet, redis_conn, vendor};
 use fusebox::fleet::{Fleet, FleetSnapshot};
 use fusebox::{Breaker, ConfigError, Reason, State};
 use redis_server::{wait_for, RedisServer, PATIENCE};
-
-/// A fleet agent with short ticks, for tests.
-fn fleet(redis: &RedisServer, prefix: &str) -> fusebox::fleet::FleetBuilder {
-    Fleet::builder(redis.url())
-        .prefix(prefix)
-        .tick(2 * MS)
-        .refresh(20 * MS)
-        .hold_margin(SEC)
-        .reconnect_backoff(5 * MS, 50 * MS)
-}
 
 #[test]
 fn a_trip_in_one_process_opens_the_breaker_in_the_other_through_pub_sub() {

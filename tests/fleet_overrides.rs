@@ -18,7 +18,7 @@ mod redis_server;
 use std::time::{Duration, Instant};
 
 use common::{fail, quiet, succeed, MS, SEC};
-use fleet_kit::redis_conn;
+use fleet_kit::{fleet, redis_conn};
 use fusebox::fleet::{AuditKind, Fleet, FleetAdmin, FleetAdminError, FleetWatch};
 use fusebox::{Breaker, ConfigError, Reason, State};
 use redis_server::{wait_for, RedisServer, PATIENCE};
@@ -27,16 +27,7 @@ use redis_server::{wait_for, RedisServer, PATIENCE};
 /// that opens on its first failure, for 200 ms of its mock clock.
 fn processes(redis: &RedisServer, prefix: &str, n: usize) -> (Vec<Fleet>, Vec<Breaker>) {
     let fleets: Vec<Fleet> = (0..n)
-        .map(|_| {
-            Fleet::builder(redis.url())
-                .prefix(prefix)
-                .tick(2 * MS)
-                .refresh(20 * MS)
-                .hold_margin(SEC)
-                .reconnect_backoff(5 * MS, 50 * MS)
-                .build()
-                .unwrap()
-        })
+        .map(|_| fleet(redis, prefix).build().unwrap())
         .collect();
     let breakers: Vec<Breaker> = (0..n)
         .map(|_| {

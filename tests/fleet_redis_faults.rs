@@ -19,23 +19,14 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use common::{DepError, Outage, MS, SEC};
-use fleet_kit::{connected, vendor};
-use fusebox::fleet::{Fleet, FleetBuilder};
+use fleet_kit::{connected, fleet, vendor};
+use fusebox::fleet::Fleet;
 use fusebox::{Breaker, Reason, State};
 use redis_server::{wait_for, RedisServer};
 
 /// How long `DEBUG SLEEP` keeps Redis from answering anyone, in seconds:
 /// far longer than the few calls, trips and reads checked while it sleeps.
 const SLEEP_SECS: u64 = 2;
-
-fn fleet(redis: &RedisServer, prefix: &str) -> FleetBuilder {
-    Fleet::builder(redis.url())
-        .prefix(prefix)
-        .tick(2 * MS)
-        .refresh(20 * MS)
-        .hold_margin(SEC)
-        .reconnect_backoff(5 * MS, 50 * MS)
-}
 
 /// A trading thread: calls its breaker in a loop until stopped, counting
 /// every call that returned (a success, a failure or a refusal). The

@@ -17,20 +17,10 @@ mod redis_server;
 use std::time::Duration;
 
 use common::{fail, quiet, succeed, MS, SEC};
-use fleet_kit::{connected, redis_conn};
-use fusebox::fleet::{Fleet, FleetBuilder};
+use fleet_kit::{connected, fleet, redis_conn};
+use fusebox::fleet::Fleet;
 use fusebox::{Breaker, Reason, State};
 use redis_server::{wait_for, RedisServer};
-
-/// A fleet agent with short ticks, for tests.
-fn fleet(redis: &RedisServer, prefix: &str) -> FleetBuilder {
-    Fleet::builder(redis.url())
-        .prefix(prefix)
-        .tick(2 * MS)
-        .refresh(20 * MS)
-        .hold_margin(SEC)
-        .reconnect_backoff(5 * MS, 50 * MS)
-}
 
 /// A breaker on a mock clock that opens after `threshold` failures in a
 /// row, for `open_duration` doubling at each re-open, without jitter.

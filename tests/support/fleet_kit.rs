@@ -8,11 +8,22 @@
 // Each test file uses its own subset of these helpers.
 #![allow(dead_code)]
 
-use fusebox::fleet::Fleet;
+use fusebox::fleet::{Fleet, FleetBuilder};
 use fusebox::Breaker;
 
 use crate::common::{quiet, MS, SEC};
 use crate::redis_server::RedisServer;
+
+/// A fleet agent for the test server under `prefix`, with short ticks and
+/// reads (2 ms, 20 ms) and a quick reconnection, so that tests wait little.
+pub fn fleet(redis: &RedisServer, prefix: &str) -> FleetBuilder {
+    Fleet::builder(redis.url())
+        .prefix(prefix)
+        .tick(2 * MS)
+        .refresh(20 * MS)
+        .hold_margin(SEC)
+        .reconnect_backoff(5 * MS, 50 * MS)
+}
 
 /// A breaker `vendor` that opens on its first failure, for 200 ms of a mock
 /// clock that never moves: only the fleet ends its open period.
