@@ -880,6 +880,53 @@ impl Breaker {
         self.inner.dispatch(1);
     }
 
+    /// Fleet mode (`src/fleet/`): an operator's override from the fleet,
+    /// forced open (`open`) or closed, for `lasting` or until a reset.
+    /// Returns the `seq` of the change it made, read under the same lock,
+    /// so that the agent lifts only this override later.
+    #[cfg(feature = "redis")]
+    pub(crate) fn fleet_override(
+        &self,
+        open: bool,
+        actor: &str,
+        note: &str,
+        lasting: Option<Duration>,
+    ) -> u64 {
+        let now = self.inner.time.now();
+        let seq = {
+            let mut core = self.lock();
+            let (actor, note, until) = (actor.into(), note.into(), lasting.map(|d| until(now, d)));
+            let t = if open {
+                core.machine.force_open(now, actor, note, until)
+            } else {
+                core.machine.force_closed(now, actor, note, until)
+            };
+            self.publish(&mut core, t);
+            core.seq
+        };
+        self.inner.dispatch(1);
+        seq
+    }
+
+    /// Fleet mode (`src/fleet/`): [`reset`](Self::reset), only if the
+    /// breaker's last change is still `seq` (0: none yet), checked under
+    /// the same lock: an override or reset a local operator made since is
+    /// never undone. Returns whether it reset.
+    #[cfg(feature = "redis")]
+    pub(crate) fn reset_if_last(&self, seq: u64, actor: &str, note: &str) -> bool {
+        let now = self.inner.time.now();
+        {
+            let mut core = self.lock();
+            if core.seq != seq {
+                return false;
+            }
+            let t = core.machine.reset(now, actor.into(), note.into());
+            self.publish(&mut core, t);
+        }
+        self.inner.dispatch(1);
+        true
+    }
+
     /// Fleet mode (`src/fleet/`): the failures recorded in the breaker's
     /// life ([`Totals::failures`](crate::Totals::failures)), and its first
     /// open period of an outage (`open_duration`). One lock round trip, no

@@ -383,13 +383,8 @@ impl Member {
             if new {
                 let (actor, reason) = (action.actor.as_str(), action.reason.as_str());
                 let left = action.left(now).map(ms);
-                match (action.kind, left) {
-                    (ActionKind::Open, Some(d)) => self.breaker.force_open_for(actor, reason, d),
-                    (ActionKind::Open, None) => self.breaker.force_open(actor, reason),
-                    (_, Some(d)) => self.breaker.force_closed_for(actor, reason, d),
-                    (_, None) => self.breaker.force_closed(actor, reason),
-                }
-                self.override_seq = self.breaker.snapshot().last_transition.map(|c| c.seq);
+                let open = action.kind == ActionKind::Open;
+                self.override_seq = Some(self.breaker.fleet_override(open, actor, reason, left));
             }
             return true;
         }
@@ -398,22 +393,29 @@ impl Member {
             return false;
         }
         let snap = self.breaker.snapshot();
-        let last = snap.last_transition.as_ref().map(|c| c.seq);
+        let last = snap.last_transition.as_ref().map_or(0, |c| c.seq);
         let forced = snap.state.is_forced();
         // The override the agent applied is still what holds the breaker.
-        let applied = self.override_seq.take();
-        let ours = forced && applied.is_some() && applied == last;
+        let ours = forced && self.override_seq.take() == Some(last);
+        // Each reset happens only if nothing changed the breaker since this
+        // look (`reset_if_last`): a local operator's override made in
+        // between is never undone.
         match action.kind {
             // A reset closes every breaker but one a local operator
             // overrode on their own.
             ActionKind::Reset if new && !first && (ours || !forced) => {
-                self.breaker.reset(&action.actor, &action.reason);
+                self.breaker
+                    .reset_if_last(last, &action.actor, &action.reason);
             }
             ActionKind::Reset => {}
             ActionKind::Expired if ours => {
-                self.breaker.reset(FLEET, "the fleet's override expired")
+                self.breaker
+                    .reset_if_last(last, FLEET, "the fleet's override expired");
             }
-            _ if ours => self.breaker.reset(FLEET, "the fleet's override is gone"),
+            _ if ours => {
+                self.breaker
+                    .reset_if_last(last, FLEET, "the fleet's override is gone");
+            }
             _ => {}
         }
         false
@@ -563,5 +565,20 @@ pub(crate) mod tests {
         m.apply(&Op::Sync, &lease_is_ours(), AGENT, &s, &stats);
         assert!(call(&b, true).is_ok(), "the fleet's probe went through");
         assert_eq!(stats.leases_won.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_fleet_reset_never_undoes_an_override_made_after_the_agent_looked() {
+        let b = vendor("vendor");
+        let seq = b.fleet_override(true, "alice", "drill", None);
+        assert_eq!(b.state(), State::ForcedOpen);
+        // A local operator forces it closed after the agent's look (`seq`).
+        b.force_closed("bob", "local fix");
+        assert!(!b.reset_if_last(seq, "alice", "drill over"));
+        assert_eq!(b.state(), State::ForcedClosed);
+        // With nothing in between, the agent's own override is lifted.
+        let seq = b.fleet_override(false, "alice", "again", None);
+        assert!(b.reset_if_last(seq, "alice", "over"));
+        assert_eq!(b.state(), State::Closed);
     }
 }
