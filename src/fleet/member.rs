@@ -71,6 +71,9 @@ pub(crate) struct Member {
     token: Option<String>,
     /// Whether the local breaker was let probe under `token`.
     released: bool,
+    /// Whether a hold was refused during the current `apply`: the view is
+    /// read again at once, after the unread change.
+    read_again: bool,
     /// The `ovr_id` of the fleet's last operator action this agent has
     /// acted on (`None` until the first read).
     action_seen: Option<i64>,
@@ -107,6 +110,7 @@ impl Member {
             dropped: 0,
             token: None,
             released: false,
+            read_again: false,
             action_seen: None,
             override_seq: None,
             next_sync: Instant::now(),
@@ -239,8 +243,17 @@ impl Member {
     }
 
     /// Applies the fleet's view answered to `op` and schedules the next
-    /// read.
+    /// read: at once if a hold was refused for a local change the agent
+    /// has not read yet (it reads that change at the next tick).
     pub(crate) fn apply(&mut self, op: &Op, view: &View, agent: &str, s: &Settings, stats: &Stats) {
+        self.read_again = false;
+        self.apply_view(op, view, agent, s, stats);
+        if self.read_again {
+            self.next_sync = Instant::now();
+        }
+    }
+
+    fn apply_view(&mut self, op: &Op, view: &View, agent: &str, s: &Settings, stats: &Stats) {
         if *op == Op::Sync {
             Stats::add(&stats.reads);
         }
@@ -306,7 +319,7 @@ impl Member {
             if !self.released {
                 // The next call here is the fleet's probe. Released only
                 // once the hold is applied: one refused for a local change
-                // not read yet is tried again at the read that follows.
+                // not read yet is tried again at the next read, at once.
                 self.released = self.hold(Some(Duration::ZERO), view.step, stats);
             }
             self.next_sync = now + ms(view.lease_ttl.max(1)).min(s.refresh);
@@ -355,11 +368,14 @@ impl Member {
         if snap.probes_in_flight > 0 {
             return;
         }
+        // Counted before the hold: a call refused from then on is demand.
+        let refused = self.breaker.refusals();
         if !self.hold(Some(s.lease + s.hold_margin), snap.backoff_step, stats) {
+            self.next_sync = now;
             return;
         }
         self.released = false;
-        self.lease_use.give_back(epoch, self.breaker.refusals());
+        self.lease_use.give_back(epoch, refused);
         // First in the round trip: a read sent with it sees the lease free.
         self.ops.insert(0, Op::Return { token });
     }
@@ -422,7 +438,9 @@ impl Member {
     }
 
     /// Holds the local breaker open for `open_for` at the fleet's backoff
-    /// `step`, or closes it. Returns whether it was applied.
+    /// `step`, or closes it. Returns false only when a local change the
+    /// agent has not read yet refused it; true also when the breaker kept
+    /// its state on purpose (under an override, or with a probe out).
     fn hold(&mut self, open_for: Option<Duration>, step: u32, stats: &Stats) -> bool {
         match self.breaker.apply_fleet(self.seen, open_for, step) {
             Some(seq) => {
@@ -435,7 +453,7 @@ impl Member {
             // A local change the agent has not read yet: it goes first,
             // and the view is read again after it.
             None => {
-                self.next_sync = Instant::now();
+                self.read_again = true;
                 false
             }
         }
@@ -550,6 +568,7 @@ pub(crate) mod tests {
         let (s, stats) = (settings(), Stats::default());
         let b = vendor("vendor");
         let mut m = Member::new(b.clone(), b.subscribe(16).unwrap(), &s.prefix, false);
+        m.ops.clear();
         // The local breaker trips while the agent's read is under way: the
         // answer finds a change the agent has not read, and the hold that
         // would let the probe through is refused.
@@ -558,10 +577,11 @@ pub(crate) mod tests {
         m.apply(&Op::Sync, &lease_is_ours(), AGENT, &s, &stats);
         assert!(call(&b, true).is_err(), "refused: the hold was");
 
-        // The next tick reads the change, and the next read finds the
-        // lease still this agent's: now the breaker lets the probe through.
+        // The next tick reads the change and, at once rather than at the
+        // refresh, the fleet again: the lease is still this agent's, and
+        // now the breaker lets the probe through.
         m.collect(Instant::now(), &s, &stats);
-        assert!(m.ops.contains(&Op::Sync), "{:?}", m.ops);
+        assert!(m.ops.contains(&Op::Sync), "read at once: {:?}", m.ops);
         m.apply(&Op::Sync, &lease_is_ours(), AGENT, &s, &stats);
         assert!(call(&b, true).is_ok(), "the fleet's probe went through");
         assert_eq!(stats.leases_won.load(Ordering::Relaxed), 1);

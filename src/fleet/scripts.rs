@@ -351,7 +351,7 @@ impl Action {
 
 impl FromRedisValue for View {
     fn from_redis_value(v: Value) -> Result<View, redis::ParsingError> {
-        type Fleet = (String, i64, i64, i64, String, i64, i64, u32);
+        type Fleet = (String, i64, i64, i64, String, i64, i64, i64);
         type Operator = (String, i64, String, String, i64);
         let mut items: Vec<Value> = FromRedisValue::from_redis_value(v)?;
         if items.len() < 13 {
@@ -370,7 +370,9 @@ impl FromRedisValue for View {
             lease,
             lease_ttl,
             applied: applied != 0,
-            step,
+            // A step outside u32 (a key written by another program) is
+            // clamped rather than failing the agent's whole round trip.
+            step: u32::try_from(step.max(0)).unwrap_or(u32::MAX),
             action: Action {
                 kind: ActionKind::parse(&kind),
                 id,

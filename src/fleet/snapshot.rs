@@ -36,8 +36,9 @@ pub struct FleetSnapshot {
     pub messages: u64,
     /// Reads of a breaker's fleet state (refreshes and announced changes).
     pub reads: u64,
-    /// Local failures written to the fleet's recent-failures windows
-    /// ([`FleetBuilder::failure_window`]).
+    /// Local failures sent to the fleet's recent-failures windows
+    /// ([`FleetBuilder::failure_window`]), including those the window did
+    /// not count (sent while the fleet was open or under an override).
     ///
     /// [`FleetBuilder::failure_window`]: crate::fleet::FleetBuilder::failure_window
     pub failures_published: u64,
