@@ -17,9 +17,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, TrySendError};
-use redis::{Connection, RedisError};
+use redis::{Connection, RedisError, RedisResult};
 
 use crate::fleet::scripts::{self, ActionKind, Keys, Script, View};
+use crate::fleet::url::RedisUrl;
 use crate::{ConfigError, State};
 
 /// The longest actor accepted, in bytes.
@@ -52,6 +53,19 @@ pub enum FleetAdminError {
     /// written by another program under the prefix?).
     #[error("unexpected answer from Redis: {0}")]
     Answer(String),
+}
+
+impl FleetAdminError {
+    /// The same error with the URL's password (should a text ever hold it)
+    /// replaced by `***`.
+    fn scrub(self, url: &RedisUrl) -> FleetAdminError {
+        match self {
+            FleetAdminError::Unavailable(t) => FleetAdminError::Unavailable(url.scrub(t)),
+            FleetAdminError::Redis(t) => FleetAdminError::Redis(url.scrub(t)),
+            FleetAdminError::Answer(t) => FleetAdminError::Answer(url.scrub(t)),
+            other => other,
+        }
+    }
 }
 
 impl From<RedisError> for FleetAdminError {
@@ -194,6 +208,8 @@ pub struct FleetTransition {
 /// scan and one for the states).
 pub struct FleetAdmin {
     client: redis::Client,
+    /// The URL, only to scrub its password from error texts.
+    url: RedisUrl,
     con: Connection,
     prefix: String,
     channel: String,
@@ -233,6 +249,7 @@ impl FleetAdmin {
     /// Connects with a client built from a checked URL and TLS settings.
     pub(crate) fn with_client(
         client: redis::Client,
+        url: RedisUrl,
         prefix: &str,
         timeout: Duration,
     ) -> Result<Self, FleetAdminError> {
@@ -240,9 +257,10 @@ impl FleetAdmin {
         if timeout.is_zero() {
             return Err(invalid("timeout", "must be above zero", "0s".into()));
         }
-        let con = connection(&client, timeout)?;
+        let con = connection(&client, timeout).map_err(|e| e.scrub(&url))?;
         Ok(FleetAdmin {
             client,
+            url,
             con,
             prefix: prefix.to_owned(),
             channel: scripts::channel(prefix),
@@ -263,6 +281,11 @@ impl FleetAdmin {
     /// [`FleetAdminError::Invalid`] for a name against the breaker-name
     /// rules, or a Redis error.
     pub fn status(&mut self, name: &str) -> Result<BreakerStatus, FleetAdminError> {
+        let status = self.peek(name);
+        status.map_err(|e| e.scrub(&self.url))
+    }
+
+    fn peek(&mut self, name: &str) -> Result<BreakerStatus, FleetAdminError> {
         crate::name::check(name)?;
         let view: View = self.script(Script::Peek, name, &[]).query(&mut self.con)?;
         Ok(status_of(name, &view))
@@ -276,6 +299,11 @@ impl FleetAdmin {
     ///
     /// A Redis error.
     pub fn list(&mut self) -> Result<Vec<BreakerStatus>, FleetAdminError> {
+        let all = self.list_all();
+        all.map_err(|e| e.scrub(&self.url))
+    }
+
+    fn list_all(&mut self) -> Result<Vec<BreakerStatus>, FleetAdminError> {
         let names = self.names("state")?;
         if names.is_empty() {
             return Ok(Vec::new());
@@ -354,6 +382,15 @@ impl FleetAdmin {
         name: Option<&str>,
         count: usize,
     ) -> Result<Vec<AuditEntry>, FleetAdminError> {
+        let entries = self.read_audit(name, count);
+        entries.map_err(|e| e.scrub(&self.url))
+    }
+
+    fn read_audit(
+        &mut self,
+        name: Option<&str>,
+        count: usize,
+    ) -> Result<Vec<AuditEntry>, FleetAdminError> {
         if count == 0 {
             return Err(invalid("count", "must be above zero", "0".into()));
         }
@@ -400,8 +437,13 @@ impl FleetAdmin {
     ///
     /// A Redis error.
     pub fn watch(&self) -> Result<FleetWatch, FleetAdminError> {
+        self.start_watch().map_err(|e| e.scrub(&self.url))
+    }
+
+    fn start_watch(&self) -> Result<FleetWatch, FleetAdminError> {
         let admin = FleetAdmin {
             client: self.client.clone(),
+            url: self.url.clone(),
             con: connection(&self.client, self.timeout)?,
             prefix: self.prefix.clone(),
             channel: self.channel.clone(),
@@ -472,9 +514,10 @@ impl FleetAdmin {
             self.channel.clone(),
             name.to_owned(),
         ];
-        let view: View = self
+        let view: RedisResult<View> = self
             .script(Script::Override, name, &args)
-            .query(&mut self.con)?;
+            .query(&mut self.con);
+        let view = view.map_err(|e| FleetAdminError::from(e).scrub(&self.url))?;
         Ok(status_of(name, &view))
     }
 
@@ -566,6 +609,14 @@ impl FleetWatch {
     ///
     /// A Redis error (the subscription was lost, or a read failed).
     pub fn next(
+        &mut self,
+        wait: Option<Duration>,
+    ) -> Result<Option<FleetTransition>, FleetAdminError> {
+        let change = self.next_change(wait);
+        change.map_err(|e| e.scrub(&self.admin.url))
+    }
+
+    fn next_change(
         &mut self,
         wait: Option<Duration>,
     ) -> Result<Option<FleetTransition>, FleetAdminError> {
@@ -808,6 +859,20 @@ fn status_of(name: &str, view: &View) -> BreakerStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_text_holding_the_password_is_scrubbed() {
+        let url = RedisUrl::new("redis://ops:s3cret-pw@127.0.0.1:6379/".into());
+        for e in [
+            FleetAdminError::Unavailable("auth s3cret-pw failed".into()),
+            FleetAdminError::Redis("NOPERM s3cret-pw".into()),
+            FleetAdminError::Answer("s3cret-pw".into()),
+        ] {
+            let shown = e.scrub(&url).to_string();
+            assert!(!shown.contains("s3cret-pw"), "{shown}");
+            assert!(shown.contains("***"), "{shown}");
+        }
+    }
 
     #[test]
     fn a_prefix_with_pattern_characters_is_matched_literally() {

@@ -455,7 +455,7 @@ impl FleetBuilder {
             .connection_info()
             .map_err(|_| FleetAdminError::Url)?;
         let client = tls::client(info, &self.tls)?;
-        FleetAdmin::with_client(client, &self.prefix, self.timeout)
+        FleetAdmin::with_client(client, self.url.clone(), &self.prefix, self.timeout)
     }
 
     /// Checks the settings and starts the agent thread. Does not wait for
