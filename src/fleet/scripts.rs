@@ -245,8 +245,13 @@ return view(0)
 /// Redis trims whole nodes, so a few more may stay).
 pub(crate) const AUDIT_LEN: u32 = 1000;
 
-/// The scripts, in the order of [`Script`].
-pub(crate) fn sources() -> [String; 8] {
+/// The scripts, in the order of [`Script`], assembled once per process.
+pub(crate) fn sources() -> &'static [String; 8] {
+    static SOURCES: std::sync::OnceLock<[String; 8]> = std::sync::OnceLock::new();
+    SOURCES.get_or_init(assemble)
+}
+
+fn assemble() -> [String; 8] {
     let overrides = OVERRIDES.replace("AUDIT_LEN", &AUDIT_LEN.to_string());
     let agent = |body: &str| format!("{PRELUDE}{overrides}{GUARD}{body}");
     let operator = |body: &str| format!("{PRELUDE}{overrides}{body}");
