@@ -89,6 +89,8 @@ pub(crate) struct Member {
     /// The breaker's lifetime failures when last written to the window (or
     /// dropped, while there was no Redis to tell).
     failures: u64,
+    /// When the failure count is read next.
+    failures_due: Instant,
     /// Whether the local breaker uses the lease it was let probe under.
     lease_use: LeaseUse,
 }
@@ -117,6 +119,7 @@ impl Member {
             ops: Vec::new(),
             counts_failures,
             failures,
+            failures_due: Instant::now(),
             lease_use: LeaseUse::default(),
         };
         m.resync();
@@ -183,7 +186,12 @@ impl Member {
                 self.ops.push(op);
             }
         }
-        if self.counts_failures {
+        if self.counts_failures && now >= self.failures_due {
+            // One lock round trip of the agent's (never a caller's), half a
+            // bucket apart rather than at every tick: a failure reaches the
+            // window at most a twentieth of it late.
+            let half_bucket = s.window.as_ref().map_or(0, |w| w.bucket_ms / 2);
+            self.failures_due = now + Duration::from_millis(half_bucket);
             let (failures, first_open) = self.breaker.failures_and_first_open();
             if failures > self.failures {
                 self.ops.push(Op::Window {

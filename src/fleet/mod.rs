@@ -431,9 +431,10 @@ impl FleetBuilder {
     /// failure counts for between nine tenths of `window` and all of it,
     /// never longer. The window counts within one closed period of the
     /// fleet: a trip (any) starts it afresh, and failures while the fleet
-    /// is open do not count. An agent writes the failures of each tick in
-    /// its one round trip; failures while Redis was unavailable are not
-    /// written later.
+    /// is open do not count. An agent reads its breakers' failure counts
+    /// every twentieth of `window` (or every tick, if that is longer) and
+    /// writes what grew in that tick's one round trip; failures while Redis
+    /// was unavailable are not written later.
     pub fn failure_window(mut self, threshold: u32, window: Duration) -> Self {
         self.window = Some((threshold, window));
         self
