@@ -135,10 +135,44 @@ impl Member {
         let last = snap.last_transition.as_ref();
         self.seen = last.map_or(0, |c| c.seq);
         self.ops.clear();
-        let local_open = snap.state == State::Open
-            && last.is_some_and(|c| c.to == State::Open && c.reason != Reason::Fleet);
-        if local_open {
-            self.ops.push(trip(&self.breaker));
+        // A probe let through under this agent's lease that ended while its
+        // change was missed (Redis was away, or the agent fell behind): its
+        // result is written under the lease's token, fenced as any.
+        let probe_ended = |to| {
+            last.is_some_and(|c| {
+                c.from == State::HalfOpen && c.to == to && c.reason != Reason::Fleet
+            })
+        };
+        let probed = match self.token.take() {
+            Some(token)
+                if self.released && snap.state == State::Closed && probe_ended(State::Closed) =>
+            {
+                Some(Op::Close { token })
+            }
+            Some(token)
+                if self.released && snap.state == State::Open && probe_ended(State::Open) =>
+            {
+                let (open_ms, step) = open_period(&self.breaker);
+                Some(Op::Reopen {
+                    token,
+                    open_ms,
+                    step,
+                })
+            }
+            token => {
+                self.token = token;
+                None
+            }
+        };
+        if let Some(op) = probed {
+            self.released = false;
+            self.ops.push(op);
+        } else {
+            let local_open = snap.state == State::Open
+                && last.is_some_and(|c| c.to == State::Open && c.reason != Reason::Fleet);
+            if local_open {
+                self.ops.push(trip(&self.breaker));
+            }
         }
         self.ops.push(Op::Sync);
     }
@@ -608,5 +642,29 @@ pub(crate) mod tests {
         let seq = b.fleet_override(false, "alice", "again", None);
         assert!(b.reset_if_last(seq, "alice", "over"));
         assert_eq!(b.state(), State::Closed);
+    }
+
+    #[test]
+    fn a_probe_result_missed_by_the_agent_is_still_written_under_the_lease() {
+        let (s, stats) = (settings(), Stats::default());
+        let b = vendor("vendor");
+        // Room for one change: the probe's two overflow it.
+        let mut m = Member::new(b.clone(), b.subscribe(1).unwrap(), &s.prefix, false);
+        m.ops.clear();
+        assert!(call(&b, false).is_err());
+        m.collect(Instant::now(), &s, &stats);
+        m.ops.clear();
+        m.apply(&Op::Sync, &lease_is_ours(), AGENT, &s, &stats);
+        assert!(call(&b, true).is_ok(), "the fleet's probe went through");
+        assert_eq!(b.state(), State::Closed);
+        m.collect(Instant::now(), &s, &stats);
+        assert_eq!(
+            m.ops.first(),
+            Some(&Op::Close {
+                token: lease_is_ours().lease
+            }),
+            "{:?}",
+            m.ops
+        );
     }
 }
