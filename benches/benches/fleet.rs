@@ -29,9 +29,12 @@
 //! Needs `redis-server` on the PATH (`scripts/test` installs it). Run with
 //! `cargo bench -p fusebox-benches --bench fleet`.
 
+#[path = "../../tests/support/redis_server.rs"]
+mod redis_server;
+
 use std::hint::black_box;
 use std::io;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,45 +42,17 @@ use std::time::{Duration, Instant};
 use fusebox::fleet::Fleet;
 use fusebox::{Breaker, CallPath, Classifier, Reason, State};
 use parking_lot::Mutex;
+use redis_server::RedisServer;
 
 const RUNS: usize = 21;
 const CALLS: u32 = 1_000_000;
 
-struct Server(std::process::Child);
-
-impl Server {
-    fn kill(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn redis() -> (Server, String) {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let child = std::process::Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("redis-server on the PATH (scripts/test installs it)");
-    let t = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "redis-server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    (Server(child), format!("redis://127.0.0.1:{port}/"))
+/// A real `redis-server` on a free loopback port (the tests' own harness),
+/// and its URL.
+fn redis() -> (RedisServer, String) {
+    let server = RedisServer::start();
+    let url = server.url();
+    (server, url)
 }
 
 /// Polls `cond` every millisecond, for at most ten seconds.
@@ -421,7 +396,7 @@ fn single_calls(local: &Breaker, fleet: &Breaker, op: fn(&Breaker)) -> (Vec<f64>
 
 /// Redis killed: every call timed, a breaker whose agent keeps trying to
 /// reconnect against one alone.
-fn outage(server: &mut Server, url: &str) {
+fn outage(server: &mut RedisServer, url: &str) {
     let fleet = Fleet::builder(url)
         .prefix("bench")
         // Retries every 5 to 20 ms: the agent stays busy through the run.

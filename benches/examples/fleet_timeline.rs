@@ -23,13 +23,16 @@
 //! the fleet's close), the event list, and the vendor calls each process
 //! made while the vendor was down. `docs/fleet.md` holds one run's output.
 
-use std::net::{TcpListener, TcpStream};
+#[path = "../../tests/support/redis_server.rs"]
+mod redis_server;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fusebox::fleet::Fleet;
 use fusebox::{Breaker, CallPath, Classifier, Reason, State};
+use redis_server::RedisServer;
 
 const PROCESSES: usize = 5;
 const DOWN_FROM: Duration = Duration::from_millis(200);
@@ -43,36 +46,12 @@ fn call_every(p: usize) -> Duration {
 /// One column of the lanes.
 const COLUMN: Duration = Duration::from_millis(20);
 
-struct Server(std::process::Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn redis() -> (Server, String) {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let child = std::process::Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("redis-server on the PATH (scripts/test installs it)");
-    let server = Server(child);
-    let t = std::time::Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "redis-server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    (server, format!("redis://127.0.0.1:{port}/"))
+/// A real `redis-server` on a free loopback port (the tests' own harness),
+/// and its URL.
+fn redis() -> (RedisServer, String) {
+    let server = RedisServer::start();
+    let url = server.url();
+    (server, url)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
