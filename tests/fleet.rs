@@ -67,7 +67,13 @@ fn exactly_one_of_many_racers_wins_the_probe_lease_when_the_cool_down_ends() {
     let redis = RedisServer::start();
     let fleets: Vec<Fleet> = (0..RACERS)
         // Exclusivity is under test: the holder keeps its unused lease.
-        .map(|_| fleet(&redis, "race").lease_idle(4 * SEC).build().unwrap())
+        .map(|_| {
+            fleet(&redis, "race")
+                .probe_lease(600 * SEC)
+                .lease_idle(300 * SEC)
+                .build()
+                .unwrap()
+        })
         .collect();
     let breakers: Vec<Breaker> = (0..RACERS).map(|_| vendor()).collect();
     for (f, b) in fleets.iter().zip(&breakers) {
@@ -326,10 +332,11 @@ fn a_hundred_races_of_twenty_agents_each_issue_exactly_one_lease() {
     let fleets: Vec<Fleet> = (0..AGENTS)
         .map(|_| {
             // Exclusivity is under test: the holders keep their unused
-            // leases.
+            // leases, and no lease runs out however slow the machine.
             fleet(&redis, "races")
                 .refresh(100 * MS)
-                .lease_idle(4 * SEC)
+                .probe_lease(600 * SEC)
+                .lease_idle(300 * SEC)
                 .build()
                 .unwrap()
         })

@@ -95,7 +95,8 @@ fn child(url: &str, id: &str) {
         // This test is of the lease's exclusivity: a winner slowed by the
         // load of twenty processes must not give its lease back before it
         // probes, which would issue a second lease in the period.
-        .lease_idle(4 * SEC)
+        .probe_lease(600 * SEC)
+        .lease_idle(300 * SEC)
         .build()
         .expect("fleet settings");
     // A mock clock that never moves: the local breaker's open periods end

@@ -38,7 +38,8 @@ fn member(url: &str) -> (Fleet, Breaker) {
         .refresh(20 * MS)
         // Exclusivity is under test: the holder keeps its unused lease
         // while every process reports.
-        .lease_idle(4 * SEC)
+        .probe_lease(600 * SEC)
+        .lease_idle(300 * SEC)
         .build()
         .expect("fleet settings");
     let (b, _mock) = quiet("vendor");

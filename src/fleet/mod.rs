@@ -255,7 +255,7 @@ impl fmt::Debug for Fleet {
 /// | setting | default |
 /// |---|---|
 /// | `prefix` | `"fusebox"` |
-/// | `timeout` | 50 ms |
+/// | `timeout` | 1 s |
 /// | `tick` | 5 ms |
 /// | `refresh` | 250 ms |
 /// | `hold_margin` | 1 s |
@@ -301,7 +301,7 @@ impl FleetBuilder {
             url: RedisUrl::new(url),
             tls: TlsSettings::default(),
             prefix: "fusebox".into(),
-            timeout: Duration::from_millis(50),
+            timeout: Duration::from_secs(1),
             tick: Duration::from_millis(5),
             refresh: Duration::from_millis(250),
             hold_margin: Duration::from_secs(1),
@@ -347,7 +347,14 @@ impl FleetBuilder {
     }
 
     /// How long the agent waits for Redis (to connect, to send, to answer)
-    /// before it runs its breakers on local state.
+    /// before it counts an outage and runs its breakers on local state.
+    ///
+    /// It bounds how long a hung Redis holds up the agent, never a caller
+    /// (callers do not wait on Redis). Keep it well above Redis's answer
+    /// time on a busy host: on a loaded machine the agent, Redis and every
+    /// other process wait for a core, and a timeout of a few tens of
+    /// milliseconds turns that wait into outages, each one a reconnection
+    /// and a fresh read of every breaker, which load Redis further.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self

@@ -397,13 +397,14 @@ pub(crate) fn lease_of(token: &str, agent: &str) -> Option<i64> {
     (parts.next()? == agent).then_some(epoch)
 }
 
-/// Loads the scripts on a connection, returning their SHA1 digests in the
-/// order of [`Script`].
+/// Loads the scripts on a connection in one round trip, returning their
+/// SHA1 digests in the order of [`Script`].
 pub(crate) fn load(con: &mut redis::Connection) -> RedisResult<Vec<String>> {
-    sources()
-        .iter()
-        .map(|s| redis::cmd("SCRIPT").arg("LOAD").arg(s).query(con))
-        .collect()
+    let mut pipe = redis::pipe();
+    for s in sources() {
+        pipe.cmd("SCRIPT").arg("LOAD").arg(s);
+    }
+    pipe.query(con)
 }
 
 #[cfg(test)]

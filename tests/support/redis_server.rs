@@ -42,7 +42,7 @@ pub struct TlsFiles {
 
 /// How long a fleet test waits for the fleet to do what it must before
 /// failing.
-pub const PATIENCE: Duration = Duration::from_secs(10);
+pub const PATIENCE: Duration = Duration::from_secs(60);
 
 /// Polls `cond` every millisecond until it holds, and returns how long that
 /// took; fails the test after [`PATIENCE`]. Only ever a bound: no test
