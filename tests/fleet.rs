@@ -264,11 +264,20 @@ fn build_refuses_a_bad_url_or_prefix_without_showing_the_url() {
 }
 
 #[test]
-fn a_second_breaker_of_the_same_name_cannot_join_one_fleet() {
+fn a_second_live_breaker_of_the_same_name_cannot_join_one_fleet() {
     let f = Fleet::builder("redis://127.0.0.1:1/").build().unwrap();
+    let first = vendor();
+    f.join(&first).unwrap();
+    assert_eq!(f.join(&vendor()).unwrap_err().field(), "breaker");
+    assert_eq!(f.join(&first).unwrap_err().field(), "breaker", "twice");
+    // Once it has left, or is dropped, its name is free.
+    assert!(f.leave(&first));
+    assert!(!f.leave(&first), "left already");
+    let second = vendor();
+    f.join(&second).unwrap();
+    assert!(!f.leave(&first), "another breaker of the name");
+    drop(second);
     f.join(&vendor()).unwrap();
-    let err = f.join(&vendor()).unwrap_err();
-    assert_eq!(err.field(), "breaker");
 }
 
 #[test]

@@ -99,18 +99,22 @@ fn status_prints_the_fleets_state_as_a_table_and_as_json() {
             "alice",
             "--reason",
             "vendor \"green\"",
+            // No process has written `quotes`.
+            "--create",
         ],
     );
 
     let one = json(&redis, &["--prefix", "st", "status", "vendor", "--json"]);
     assert_eq!(one["name"], "vendor");
     assert_eq!(one["epoch"], 1);
+    assert_eq!(one["members"], 1);
     assert!(one["override"].is_null());
     let all = json(&redis, &["--prefix", "st", "status", "--json"]);
     let all = all.as_array().expect("an array for every breaker");
     let names: Vec<&str> = all.iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["quotes", "vendor"]);
     assert_eq!(all[0]["state"], "forced_closed");
+    assert_eq!(all[0]["members"], 0);
     assert_eq!(all[0]["override"]["actor"], "alice");
     assert_eq!(all[0]["override"]["reason"], "vendor \"green\"");
     assert!(all[0]["override"]["expires_in_ms"].is_null());
@@ -253,6 +257,7 @@ fn watch_prints_each_change_as_a_line_of_json() {
         }
     });
     let mut admin = FleetAdmin::connect(&redis.url(), "w", SEC).unwrap();
+    admin.create_unknown(true);
     // The watch is subscribed some time after it starts: act until it
     // reports.
     let start = Instant::now();
@@ -380,8 +385,9 @@ fn an_unreachable_redis_is_one_line_and_exit_1_without_the_password() {
             "{err}"
         );
     }
+    // A URL that does not parse is a usage error.
     let o = ctl_at("http://ops:s3cret-pw@127.0.0.1/", &["status"]);
-    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
     assert!(!stderr(&o).contains("s3cret"), "{o:?}");
     assert!(stderr(&o).contains("not a valid redis:// URL"), "{o:?}");
 }

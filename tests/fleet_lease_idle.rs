@@ -27,9 +27,9 @@ use quanta::Mock;
 use redis_server::{wait_for, RedisServer, PATIENCE};
 
 /// Far beyond `PATIENCE`: no lease expires during a test.
-const LEASE: Duration = Duration::from_secs(60);
+const LEASE: Duration = Duration::from_secs(120);
 
-/// A fleet agent with short ticks, a one-minute lease, and a lease given
+/// A fleet agent with short ticks, a two-minute lease, and a lease given
 /// back after `idle` without a probe.
 fn fleet(redis: &RedisServer, prefix: &str, idle: Duration) -> Fleet {
     Fleet::builder(redis.url())

@@ -315,6 +315,8 @@ fn a_local_operators_later_override_is_not_undone_and_not_shared() {
 fn the_audit_stream_holds_every_action_in_order() {
     let redis = RedisServer::start();
     let mut ops = admin(&redis, "audit");
+    // No process serves these breakers.
+    ops.create_unknown(true);
 
     ops.force_open("vendor", "alice", "one", None).unwrap();
     ops.force_closed("vendor", "bob", "two", Some(200 * MS))
@@ -366,6 +368,7 @@ fn the_audit_stream_holds_every_action_in_order() {
 fn the_audit_stream_stays_bounded() {
     let redis = RedisServer::start();
     let mut ops = admin(&redis, "bounded");
+    ops.create_unknown(true);
     for i in 0..1500 {
         ops.force_closed("vendor", "alice", &format!("action {i}"), None)
             .unwrap();
@@ -387,6 +390,7 @@ fn list_and_status_show_each_breakers_fleet_state() {
     let mut ops = admin(&redis, "list");
     // A breaker under another prefix is not listed.
     admin(&redis, "lis")
+        .create_unknown(true)
         .force_open("vendor", "x", "y", None)
         .unwrap();
 
@@ -399,7 +403,9 @@ fn list_and_status_show_each_breakers_fleet_state() {
     assert!(status
         .open_for
         .is_some_and(|d| d > Duration::ZERO && d <= 200 * MS));
-    ops.force_open("quotes", "alice", "vendor down", Some(60 * SEC))
+    // No process serves `quotes`.
+    ops.create_unknown(true)
+        .force_open("quotes", "alice", "vendor down", Some(60 * SEC))
         .unwrap();
 
     let listed = ops.list().unwrap();
@@ -427,7 +433,8 @@ fn watch_yields_each_change_with_the_state_before_it() {
 
     assert!(fail(&breakers[0]).is_err());
     let t = watch.next(Some(PATIENCE)).unwrap().expect("the trip");
-    assert_eq!((t.from, t.status.state), (None, State::Open));
+    // The agent's first read wrote the breaker, closed.
+    assert_eq!((t.from, t.status.state), (Some(State::Closed), State::Open));
     assert_eq!(t.status.name, "vendor");
 
     ops.force_open("vendor", "alice", "drill", None).unwrap();

@@ -316,7 +316,7 @@ fn an_acl_user_without_the_channel_is_refused_rather_than_left_without_announcem
 #[test]
 fn a_script_refused_after_connecting_is_one_outage_with_one_log_line() {
     // Reads work, writes do not: the user may not HSET.
-    let user = documented_acl_user("nowrite").replace(" +hset", "");
+    let user = documented_acl_user("nowrite").replace(" +hset ", " ");
     let redis = RedisServer::start_with(Options {
         users: vec![user],
         ..Options::default()

@@ -1,12 +1,15 @@
 //! `fusebox-ctl`: a fleet's breakers from a shell (feature `ctl`).
 //!
 //! It parses its arguments and prints; the work is done by
-//! [`fusebox::fleet::FleetAdmin`]. Exit codes: 0 done, 2 a bad argument
-//! (nothing was sent), 1 Redis unreachable, slow or in error.
+//! [`fusebox::fleet::FleetAdmin`]. Exit codes: 0 done, 2 a bad argument or
+//! URL (nothing was sent), 1 Redis unreachable, slow or in error, 3 refused
+//! by a safety check (an override of a breaker no process has written,
+//! without `--create`; `forget` of a served breaker, without `--force`):
+//! nothing was written.
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use fusebox::fleet::{
@@ -33,7 +36,8 @@ struct Cli {
     #[arg(long, global = true, default_value = "fusebox")]
     prefix: String,
 
-    /// How long to wait for Redis to connect and to answer (e.g. 500ms, 2s).
+    /// How long the whole command may wait for Redis, connection included
+    /// (e.g. 500ms, 2s); for watch, its set-up.
     #[arg(long, global = true, default_value = "2s", value_parser = duration)]
     timeout: Duration,
 
@@ -72,7 +76,17 @@ enum Command {
     /// Force a breaker closed in every process: every call is let through.
     ForceClosed(Action),
     /// Lift the fleet's override and close the breaker in every process.
-    Reset(Who),
+    Reset(Reset),
+    /// Delete a breaker's keys in Redis (all but its audit stream, which
+    /// records it). Refused while a process serves the breaker.
+    Forget {
+        #[command(flatten)]
+        who: Who,
+        /// Delete them even while processes serve the breaker: they read it
+        /// afresh, closed and without an override.
+        #[arg(long)]
+        force: bool,
+    },
     /// Print each change of the fleet's breakers as it happens (Ctrl-C ends).
     Watch {
         /// One JSON object a line instead of text.
@@ -110,13 +124,28 @@ struct Who {
 struct Action {
     #[command(flatten)]
     who: Who,
+    /// Write it even if no process has written this breaker under the
+    /// prefix (without it, such a name is refused as a likely typo).
+    #[arg(long)]
+    create: bool,
     /// How long the override lasts on the Redis server's clock (e.g. 30s,
     /// 15m, 2h); until a reset when left out.
     #[arg(long = "for", value_parser = duration)]
     lasting: Option<Duration>,
 }
 
+#[derive(Args, Debug)]
+struct Reset {
+    #[command(flatten)]
+    who: Who,
+    /// Write it even if no process has written this breaker under the
+    /// prefix.
+    #[arg(long)]
+    create: bool,
+}
+
 fn main() -> ExitCode {
+    let start = Instant::now();
     let cli = Cli::parse();
     let Some(url) = cli.url.as_deref() else {
         Cli::command()
@@ -145,12 +174,24 @@ fn main() -> ExitCode {
     if let (Some(cert), Some(key)) = (&cli.tls_cert, &cli.tls_key) {
         fleet = fleet.tls_client_auth(read(cert), read(key));
     }
-    match fleet.admin().and_then(|admin| run(admin, &cli)) {
+    let connected = fleet.admin().and_then(|mut admin| {
+        admin.set_deadline(Some(start + cli.timeout));
+        run(admin, &cli)
+    });
+    match connected {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("fusebox-ctl: {e}");
             ExitCode::from(match e {
-                FleetAdminError::Invalid(_) => 2,
+                FleetAdminError::Invalid(_) | FleetAdminError::Url => 2,
+                FleetAdminError::Unknown(_) => {
+                    eprintln!("fusebox-ctl: pass --create to write it anyway");
+                    3
+                }
+                FleetAdminError::Served { .. } => {
+                    eprintln!("fusebox-ctl: pass --force to delete them anyway");
+                    3
+                }
                 _ => 1,
             })
         }
@@ -175,16 +216,23 @@ fn run(mut admin: FleetAdmin, cli: &Cli) -> Result<(), FleetAdminError> {
             }
         }
         Command::ForceOpen(a) => {
+            admin.create_unknown(a.create);
             let s = admin.force_open(&a.who.name, &a.who.actor, &a.who.reason, a.lasting)?;
             println!("{}", status_line(&s));
         }
         Command::ForceClosed(a) => {
+            admin.create_unknown(a.create);
             let s = admin.force_closed(&a.who.name, &a.who.actor, &a.who.reason, a.lasting)?;
             println!("{}", status_line(&s));
         }
-        Command::Reset(w) => {
-            let s = admin.reset(&w.name, &w.actor, &w.reason)?;
+        Command::Reset(r) => {
+            admin.create_unknown(r.create);
+            let s = admin.reset(&r.who.name, &r.who.actor, &r.who.reason)?;
             println!("{}", status_line(&s));
+        }
+        Command::Forget { who, force } => {
+            admin.forget(&who.name, &who.actor, &who.reason, *force)?;
+            println!("{}: forgotten", who.name);
         }
         Command::Watch { json } => {
             let mut watch = admin.watch()?;
@@ -275,6 +323,7 @@ fn status_json(s: &BreakerStatus) -> Value {
         "open_for_ms": s.open_for.map(ms),
         "epoch": s.epoch,
         "step": s.step,
+        "members": s.members,
         "lease": s.lease.as_ref().map(|l| json!({
             "holder": l.holder,
             "expires_in_ms": ms(l.expires_in),
@@ -344,8 +393,8 @@ fn forced_text(s: &BreakerStatus) -> Option<String> {
 
 fn status_table(all: &[BreakerStatus]) -> String {
     let mut out = format!(
-        "{:<32}  {:<13}  {:>8}  {:>5}  {:>4}  {:<24}  OVERRIDE\n",
-        "NAME", "STATE", "OPEN FOR", "EPOCH", "STEP", "LEASE"
+        "{:<32}  {:<13}  {:>8}  {:>5}  {:>4}  {:>7}  {:<24}  OVERRIDE\n",
+        "NAME", "STATE", "OPEN FOR", "EPOCH", "STEP", "MEMBERS", "LEASE"
     );
     for s in all {
         let lease = s.lease.as_ref().map_or_else(
@@ -354,12 +403,13 @@ fn status_table(all: &[BreakerStatus]) -> String {
         );
         let _ = writeln!(
             out,
-            "{:<32}  {:<13}  {:>8}  {:>5}  {:>4}  {:<24}  {}",
+            "{:<32}  {:<13}  {:>8}  {:>5}  {:>4}  {:>7}  {:<24}  {}",
             s.name,
             state(s.state),
             s.open_for.map_or_else(|| "-".into(), secs),
             s.epoch,
             s.step,
+            s.members,
             lease,
             forced_text(s).unwrap_or_else(|| "-".into())
         );

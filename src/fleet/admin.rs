@@ -14,10 +14,10 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, TrySendError};
-use redis::{Connection, RedisError, RedisResult};
+use redis::{Connection, RedisError};
 
 use crate::fleet::scripts::{self, ActionKind, Keys, Script, View};
 use crate::fleet::url::RedisUrl;
@@ -53,6 +53,22 @@ pub enum FleetAdminError {
     /// written by another program under the prefix?).
     #[error("unexpected answer from Redis: {0}")]
     Answer(String),
+    /// An override of a breaker that no process has written under the
+    /// prefix (a typo?), and the admin does not
+    /// [create](FleetAdmin::create_unknown) one. Nothing was written.
+    #[error(
+        "no process has written a breaker `{0}` under this prefix (a typo?): nothing was written"
+    )]
+    Unknown(String),
+    /// `forget` of a breaker that processes serve now, without `force`.
+    /// Nothing was deleted.
+    #[error("{members} process(es) serve breaker `{name}` now: nothing was deleted")]
+    Served {
+        /// The breaker's name.
+        name: String,
+        /// How many agents serve it.
+        members: u64,
+    },
 }
 
 impl FleetAdminError {
@@ -103,6 +119,11 @@ pub struct BreakerStatus {
     pub lease: Option<ProbeLease>,
     /// The operator's override, while one is in force.
     pub forced: Option<Override>,
+    /// How many agents serve the breaker now (each renews its presence at
+    /// every read of it; see [`FleetBuilder::presence`]).
+    ///
+    /// [`FleetBuilder::presence`]: crate::fleet::FleetBuilder::presence
+    pub members: u64,
 }
 
 /// A probe lease that one process's agent holds.
@@ -142,6 +163,8 @@ pub enum AuditKind {
     /// An override reached its expiry (recorded by the first script to
     /// notice it: an agent's read or an operator's).
     Expired,
+    /// `forget`: the breaker's keys were deleted (but this stream).
+    Forget,
 }
 
 impl AuditKind {
@@ -152,6 +175,7 @@ impl AuditKind {
             AuditKind::ForceClosed => "force-closed",
             AuditKind::Reset => "reset",
             AuditKind::Expired => "expired",
+            AuditKind::Forget => "forget",
         }
     }
 
@@ -161,6 +185,7 @@ impl AuditKind {
             "closed" => Some(AuditKind::ForceClosed),
             "reset" => Some(AuditKind::Reset),
             "expired" => Some(AuditKind::Expired),
+            "forget" => Some(AuditKind::Forget),
             _ => None,
         }
     }
@@ -214,6 +239,12 @@ pub struct FleetAdmin {
     prefix: String,
     channel: String,
     timeout: Duration,
+    /// The expiry given to a state hash an override creates.
+    idle_expiry: Duration,
+    /// Whether an override may name a breaker no process has written.
+    create: bool,
+    /// When every call must have answered by, if set.
+    deadline: Option<Instant>,
 }
 
 impl fmt::Debug for FleetAdmin {
@@ -252,6 +283,7 @@ impl FleetAdmin {
         url: RedisUrl,
         prefix: &str,
         timeout: Duration,
+        idle_expiry: Duration,
     ) -> Result<Self, FleetAdminError> {
         super::check_prefix(prefix)?;
         if timeout.is_zero() {
@@ -265,7 +297,50 @@ impl FleetAdmin {
             prefix: prefix.to_owned(),
             channel: scripts::channel(prefix),
             timeout,
+            idle_expiry,
+            create: false,
+            deadline: None,
         })
+    }
+
+    /// Lets [`force_open`](Self::force_open),
+    /// [`force_closed`](Self::force_closed) and [`reset`](Self::reset)
+    /// write a breaker that no process has written under the prefix (one
+    /// no agent has served within its idle expiry). Off by default: such a
+    /// name is most likely a typo, and the override would reach nobody;
+    /// they return [`FleetAdminError::Unknown`] and write nothing.
+    pub fn create_unknown(&mut self, create: bool) -> &mut Self {
+        self.create = create;
+        self
+    }
+
+    /// Bounds every later call by `deadline` (`None`: each round trip by
+    /// the timeout alone): each waits for Redis at most the timeout or the
+    /// time left, whichever is shorter, and a call made after it fails at
+    /// once with [`FleetAdminError::Unavailable`]. A command-line tool sets
+    /// it to its start plus its timeout, so that the timeout bounds the
+    /// whole command, connection included.
+    pub fn set_deadline(&mut self, deadline: Option<Instant>) -> &mut Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// Before a round trip: the connection waits at most the timeout, or
+    /// what is left before the deadline; an error once it has passed.
+    fn arm(&mut self) -> Result<(), FleetAdminError> {
+        let wait = match self.deadline {
+            None => self.timeout,
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(FleetAdminError::Unavailable("timed out".into()));
+                }
+                left.min(self.timeout)
+            }
+        };
+        self.con.set_read_timeout(Some(wait))?;
+        self.con.set_write_timeout(Some(wait))?;
+        Ok(())
     }
 
     /// The prefix of the fleet's keys.
@@ -287,6 +362,7 @@ impl FleetAdmin {
 
     fn peek(&mut self, name: &str) -> Result<BreakerStatus, FleetAdminError> {
         crate::name::check(name)?;
+        self.arm()?;
         let view: View = self.script(Script::Peek, name, &[]).query(&mut self.con)?;
         Ok(status_of(name, &view))
     }
@@ -312,6 +388,7 @@ impl FleetAdmin {
         for name in &names {
             pipe.add_command(self.script(Script::Peek, name, &[]));
         }
+        self.arm()?;
         let views: Vec<View> = pipe.query(&mut self.con)?;
         Ok(names
             .iter()
@@ -413,6 +490,7 @@ impl FleetAdmin {
                 .arg("COUNT")
                 .arg(count);
         }
+        self.arm()?;
         let streams: Vec<Vec<(String, Vec<String>)>> = pipe.query(&mut self.con)?;
         let mut entries = Vec::new();
         for (name, stream) in names.iter().zip(streams) {
@@ -441,15 +519,28 @@ impl FleetAdmin {
     }
 
     fn start_watch(&self) -> Result<FleetWatch, FleetAdminError> {
+        // Its set-up keeps this admin's deadline; its reads after do not.
+        let wait = match self.deadline {
+            Some(d) => d
+                .saturating_duration_since(Instant::now())
+                .min(self.timeout),
+            None => self.timeout,
+        };
+        if wait.is_zero() {
+            return Err(FleetAdminError::Unavailable("timed out".into()));
+        }
         let admin = FleetAdmin {
             client: self.client.clone(),
             url: self.url.clone(),
-            con: connection(&self.client, self.timeout)?,
+            con: connection(&self.client, wait)?,
             prefix: self.prefix.clone(),
             channel: self.channel.clone(),
             timeout: self.timeout,
+            idle_expiry: self.idle_expiry,
+            create: false,
+            deadline: self.deadline,
         };
-        let sub = connection(&self.client, self.timeout)?;
+        let sub = connection(&self.client, wait)?;
         let (tx, rx) = crossbeam_channel::bounded(FleetWatch::CAPACITY);
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
@@ -469,7 +560,7 @@ impl FleetAdmin {
             thread: Some(thread),
         };
         // Subscribed first, so that no change after this call is missed.
-        match watch.names.recv_timeout(self.timeout) {
+        match watch.names.recv_timeout(wait) {
             Ok(Ok(subscribed)) if subscribed.is_empty() => {}
             Ok(Err(e)) => return Err(e),
             _ => return Err(FleetAdminError::Unavailable("timed out".into())),
@@ -481,6 +572,7 @@ impl FleetAdmin {
             .into_iter()
             .map(|s| (s.name, s.state))
             .collect();
+        watch.admin.deadline = None;
         Ok(watch)
     }
 
@@ -513,12 +605,68 @@ impl FleetAdmin {
             for_ms.to_string(),
             self.channel.clone(),
             name.to_owned(),
+            u8::from(self.create).to_string(),
+            self.idle_expiry.as_millis().to_string(),
         ];
-        let view: RedisResult<View> = self
-            .script(Script::Override, name, &args)
-            .query(&mut self.con);
-        let view = view.map_err(|e| FleetAdminError::from(e).scrub(&self.url))?;
+        let view = self.eval(Script::Override, name, &args)?;
+        if !view.applied {
+            return Err(FleetAdminError::Unknown(name.to_owned()));
+        }
         Ok(status_of(name, &view))
+    }
+
+    /// Deletes the keys of the breaker `name` (its fleet state, override,
+    /// lease, failure window and members) and records it in its audit
+    /// stream, which is kept (within its own bounds). Refused with
+    /// [`FleetAdminError::Served`] while an agent serves the breaker,
+    /// unless `force`: then every serving process reads it afresh, closed
+    /// and without an override, as after a Redis restarted empty, and its
+    /// agents write its keys again at their next read.
+    ///
+    /// # Errors
+    ///
+    /// [`FleetAdminError::Invalid`] for a bad name, actor or reason (nothing
+    /// is deleted), [`FleetAdminError::Served`], or a Redis error.
+    pub fn forget(
+        &mut self,
+        name: &str,
+        actor: &str,
+        reason: &str,
+        force: bool,
+    ) -> Result<BreakerStatus, FleetAdminError> {
+        crate::name::check(name)?;
+        check_text("actor", actor)?;
+        check_text("reason", reason)?;
+        let args = [
+            actor.to_owned(),
+            reason.to_owned(),
+            u8::from(force).to_string(),
+            self.channel.clone(),
+            name.to_owned(),
+        ];
+        let view = self.eval(Script::Forget, name, &args)?;
+        if !view.applied {
+            return Err(FleetAdminError::Served {
+                name: name.to_owned(),
+                members: view.members,
+            });
+        }
+        Ok(status_of(name, &view))
+    }
+
+    /// Runs `script` on `name`'s keys: one round trip, the error scrubbed.
+    fn eval(
+        &mut self,
+        script: Script,
+        name: &str,
+        args: &[String],
+    ) -> Result<View, FleetAdminError> {
+        let view = self.arm().and_then(|()| {
+            self.script(script, name, args)
+                .query::<View>(&mut self.con)
+                .map_err(FleetAdminError::from)
+        });
+        view.map_err(|e| e.scrub(&self.url))
     }
 
     /// An `EVAL` of `script` on `name`'s keys. The source goes with every
@@ -526,14 +674,8 @@ impl FleetAdmin {
     /// no reload.
     fn script(&self, script: Script, name: &str, args: &[String]) -> redis::Cmd {
         let keys = Keys::new(&self.prefix, name);
-        let source = &scripts::sources()[script as usize];
-        let mut cmd = redis::cmd("EVAL");
-        cmd.arg(source)
-            .arg(3)
-            .arg(&keys.state)
-            .arg(&keys.lease)
-            .arg(&keys.audit)
-            .arg(args);
+        let mut cmd = keys.eval("EVAL", &scripts::sources()[script as usize]);
+        cmd.arg(args);
         cmd
     }
 
@@ -546,6 +688,7 @@ impl FleetAdmin {
         let mut names = BTreeSet::new();
         let mut cursor = 0u64;
         loop {
+            self.arm()?;
             let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
                 .arg(cursor)
                 .arg("MATCH")
@@ -853,6 +996,7 @@ fn status_of(name: &str, view: &View) -> BreakerStatus {
         step: u64::from(view.step),
         lease,
         forced,
+        members: view.members,
     }
 }
 

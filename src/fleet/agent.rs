@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Select, TryRecvError};
 use redis::{Connection, RedisError, RedisResult};
 
-use crate::fleet::member::{Member, Op};
-use crate::fleet::scripts::{self, View};
+use crate::fleet::member::{Held, Member, Op};
+use crate::fleet::scripts::{self, Keys, View};
 use crate::fleet::snapshot::Stats;
 use crate::fleet::url::RedisUrl;
 use crate::fleet::{FailureWindow, Settings};
@@ -30,7 +30,11 @@ use listener::Listener;
 /// What the handle sends the agent.
 #[derive(Debug)]
 pub(crate) enum Control {
+    /// A breaker joined; it replaces one of its name the agent still has
+    /// (dropped, or left).
     Join(Box<Member>),
+    /// The breaker of this name, and this one only, leaves.
+    Leave(String, Held),
 }
 
 #[derive(Debug)]
@@ -41,6 +45,10 @@ pub(crate) struct Agent {
     pub(crate) members: Vec<Member>,
     /// Member index by breaker name, for announcements.
     pub(crate) by_name: HashMap<String, usize>,
+    /// The last writes of breakers the agent no longer serves (`LEAVE`),
+    /// sent with the next round trip; dropped if there is no Redis to
+    /// tell (their presence then ends by itself).
+    pub(crate) leaving: Vec<(Keys, String, Op)>,
 }
 
 /// Why a session with Redis ended.
@@ -116,7 +124,12 @@ impl Agent {
         // Stopped and joined when this session ends, however it ends.
         let mut listener = Listener::start(sub, Arc::clone(&self.stats))?;
 
-        self.members.iter_mut().for_each(Member::resync);
+        self.drop_gone();
+        for m in &mut self.members {
+            if let Some(b) = m.breaker() {
+                m.resync(&b);
+            }
+        }
         loop {
             if !self.take_control() {
                 return Ok(());
@@ -174,76 +187,75 @@ impl Agent {
         Ok(())
     }
 
-    /// One round trip: every breaker's writes and due reads, pipelined.
+    /// One round trip: the last writes of breakers that left, then every
+    /// breaker's writes and due reads, pipelined.
     fn tick(&mut self, con: &mut Connection, shas: &[String]) -> RedisResult<()> {
+        self.drop_gone();
         let now = Instant::now();
         let s = &self.settings;
         let mut pipe = redis::pipe();
-        let mut sent: Vec<(usize, Op)> = Vec::new();
+        // Which member each command is for (`None`: one that left).
+        let mut sent: Vec<(Option<usize>, Op)> = Vec::new();
+        for (keys, name, op) in self.leaving.drain(..) {
+            pipe.add_command(command(s, shas, &keys, name.as_str(), &op, false));
+            sent.push((None, op));
+        }
         for (i, m) in self.members.iter_mut().enumerate() {
-            m.collect(now, s, &self.stats);
+            let Some(b) = m.breaker() else { continue };
+            m.collect(&b, now, s, &self.stats);
             // Asked only of a breaker about to be read.
-            let want = m.ops.contains(&Op::Sync) && m.wants_lease();
-            for op in m.ops.drain(..) {
-                let mut cmd = redis::cmd("EVALSHA");
-                cmd.arg(&shas[op.script() as usize])
-                    .arg(4)
-                    .arg(&m.keys.state)
-                    .arg(&m.keys.lease)
-                    .arg(&m.keys.audit)
-                    .arg(&m.keys.window);
-                match &op {
-                    Op::Trip { open_ms, step } => {
-                        cmd.arg(open_ms)
-                            .arg(step)
-                            .arg(&s.channel)
-                            .arg(m.breaker.name());
-                    }
-                    Op::Reopen {
-                        token,
-                        open_ms,
-                        step,
-                    } => {
-                        cmd.arg(token)
-                            .arg(open_ms)
-                            .arg(step)
-                            .arg(&s.channel)
-                            .arg(m.breaker.name());
-                    }
-                    Op::Close { token } | Op::Return { token } => {
-                        cmd.arg(token).arg(&s.channel).arg(m.breaker.name());
-                    }
-                    Op::Sync => {
-                        cmd.arg(&s.agent)
-                            .arg(s.lease.as_millis() as u64)
-                            .arg(u8::from(want));
-                    }
-                    Op::Window { failures, open_ms } => {
-                        let Some(w) = &s.window else {
-                            // Queued only by a fleet with a window.
-                            continue;
-                        };
-                        cmd.arg(failures)
-                            .arg(w.bucket_ms)
-                            .arg(FailureWindow::BUCKETS)
-                            .arg(w.threshold)
-                            .arg(open_ms)
-                            .arg(&s.channel)
-                            .arg(m.breaker.name());
-                    }
+            let want = m.ops.contains(&Op::Sync) && m.wants_lease(&b);
+            let mut ops = std::mem::take(&mut m.ops);
+            for op in ops.drain(..) {
+                if matches!(op, Op::Window { .. }) && s.window.is_none() {
+                    // Queued only by a fleet with a window.
+                    continue;
                 }
-                pipe.add_command(cmd);
-                sent.push((i, op));
+                pipe.add_command(command(s, shas, &m.keys, m.name(), &op, want));
+                sent.push((Some(i), op));
             }
+            m.ops = ops;
         }
         if sent.is_empty() {
             return Ok(());
         }
         let views: Vec<View> = pipe.query(con)?;
         for ((i, op), view) in sent.iter().zip(&views) {
-            self.members[*i].apply(op, view, &s.agent, s, &self.stats);
+            let Some(m) = i.map(|i| &mut self.members[i]) else {
+                continue;
+            };
+            if let Some(b) = m.breaker() {
+                m.apply(&b, op, view, &s.agent, s, &self.stats);
+            }
         }
         Ok(())
+    }
+
+    /// Stops serving the breakers whose every handle is gone: their last
+    /// write is queued for the next round trip.
+    fn drop_gone(&mut self) {
+        let mut i = 0;
+        while i < self.members.len() {
+            if self.members[i].dropped() {
+                self.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Stops serving member `i`, queueing its last write (`LEAVE`).
+    fn remove(&mut self, i: usize) {
+        let m = self.members.swap_remove(i);
+        self.by_name.remove(m.name());
+        if let Some(moved) = self.members.get(i) {
+            self.by_name.insert(moved.name().to_owned(), i);
+        }
+        self.stats
+            .breakers
+            .store(self.members.len(), Ordering::Relaxed);
+        let (op, name) = (m.leave(), m.name().to_owned());
+        self.leaving.push((m.keys, name, op));
     }
 
     /// Takes in breakers that joined. False once the handle is gone.
@@ -260,12 +272,22 @@ impl Agent {
     fn handle(&mut self, c: Control) {
         match c {
             Control::Join(m) => {
-                self.by_name
-                    .insert(m.breaker.name().to_owned(), self.members.len());
+                if let Some(&old) = self.by_name.get(m.name()) {
+                    // A breaker of this name the handle has seen dropped.
+                    self.remove(old);
+                }
+                self.by_name.insert(m.name().to_owned(), self.members.len());
                 self.members.push(*m);
                 self.stats
                     .breakers
                     .store(self.members.len(), Ordering::Relaxed);
+            }
+            Control::Leave(name, breaker) => {
+                if let Some(&i) = self.by_name.get(&name) {
+                    if self.members[i].serves(&breaker) {
+                        self.remove(i);
+                    }
+                }
             }
         }
     }
@@ -276,7 +298,14 @@ impl Agent {
     fn idle(&mut self, wait: Duration) -> bool {
         let deadline = Instant::now() + wait;
         loop {
-            self.members.iter_mut().for_each(Member::forget_changes);
+            self.drop_gone();
+            // Nobody to tell: their presence ends by itself.
+            self.leaving.clear();
+            for m in &mut self.members {
+                if let Some(b) = m.breaker() {
+                    m.forget_changes(&b);
+                }
+            }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return true;
@@ -288,6 +317,60 @@ impl Agent {
             }
         }
     }
+}
+
+/// The `EVALSHA` of `op` on a breaker's keys; `want` is a read's wish for
+/// the probe lease.
+fn command(
+    s: &Settings,
+    shas: &[String],
+    keys: &Keys,
+    name: &str,
+    op: &Op,
+    want: bool,
+) -> redis::Cmd {
+    let mut cmd = keys.eval("EVALSHA", &shas[op.script() as usize]);
+    match op {
+        Op::Trip { open_ms, step } => {
+            cmd.arg(open_ms).arg(step).arg(&s.channel).arg(name);
+        }
+        Op::Reopen {
+            token,
+            open_ms,
+            step,
+        } => {
+            cmd.arg(token)
+                .arg(open_ms)
+                .arg(step)
+                .arg(&s.channel)
+                .arg(name);
+        }
+        Op::Close { token } | Op::Return { token } => {
+            cmd.arg(token).arg(&s.channel).arg(name);
+        }
+        Op::Leave { token } => {
+            cmd.arg(&s.agent).arg(token).arg(&s.channel).arg(name);
+        }
+        Op::Sync => {
+            cmd.arg(&s.agent)
+                .arg(s.lease.as_millis() as u64)
+                .arg(u8::from(want))
+                .arg(s.presence.as_millis() as u64)
+                .arg(s.idle_expiry.as_millis() as u64);
+        }
+        Op::Window { failures, open_ms } => {
+            if let Some(w) = &s.window {
+                cmd.arg(failures)
+                    .arg(w.bucket_ms)
+                    .arg(FailureWindow::BUCKETS)
+                    .arg(w.threshold)
+                    .arg(open_ms)
+                    .arg(&s.channel)
+                    .arg(name);
+            }
+        }
+    }
+    cmd
 }
 
 /// The longest error text a log line carries (a pipeline's error lists
@@ -324,11 +407,14 @@ mod tests {
     use super::*;
     use crate::fleet::member::tests::{settings, vendor};
     use crate::fleet::scripts::Action;
+    use crate::Breaker;
     use redis::ErrorKind;
 
     /// An agent with breakers `names`, each read a moment ago (its next
     /// read due in an hour), and the handle's end of its control channel.
-    fn agent(names: &[&str]) -> (Agent, crossbeam_channel::Sender<Control>) {
+    /// The breakers are returned too: the agent does not keep them alive.
+    #[allow(clippy::type_complexity)] // a test helper's three parts
+    fn agent(names: &[&str]) -> (Agent, crossbeam_channel::Sender<Control>, Vec<Breaker>) {
         let (tx, control) = crossbeam_channel::unbounded();
         let mut settings = settings();
         settings.refresh = Duration::from_secs(3_600);
@@ -338,6 +424,7 @@ mod tests {
             stats: Arc::default(),
             members: Vec::new(),
             by_name: HashMap::new(),
+            leaving: Vec::new(),
         };
         let closed = View {
             open: false,
@@ -349,15 +436,18 @@ mod tests {
             applied: false,
             step: 0,
             action: Action::default(),
+            members: 1,
         };
+        let mut held = Vec::new();
         for name in names {
             let b = vendor(name);
-            let mut m = Member::new(b.clone(), b.subscribe(16).unwrap(), "test", false);
+            let mut m = Member::new(&b, b.subscribe(16).unwrap(), "test", false);
             m.ops.clear();
-            m.apply(&Op::Sync, &closed, "x", &agent.settings, &agent.stats);
+            m.apply(&b, &Op::Sync, &closed, "x", &agent.settings, &agent.stats);
             agent.handle(Control::Join(Box::new(m)));
+            held.push(b);
         }
-        (agent, tx)
+        (agent, tx, held)
     }
 
     /// Which breakers the next tick reads.
@@ -365,9 +455,10 @@ mod tests {
         let now = Instant::now();
         let mut read = Vec::new();
         for m in &mut agent.members {
-            m.collect(now, &agent.settings, &agent.stats);
+            let b = m.breaker().expect("the test holds its breakers");
+            m.collect(&b, now, &agent.settings, &agent.stats);
             if m.ops.contains(&Op::Sync) {
-                read.push(m.breaker.name().to_owned());
+                read.push(m.name().to_owned());
             }
             m.ops.clear();
         }
@@ -376,7 +467,7 @@ mod tests {
 
     #[test]
     fn an_announcement_marks_its_breaker_for_a_read() {
-        let (mut agent, _handle) = agent(&["fx", "rates"]);
+        let (mut agent, _handle, _breakers) = agent(&["fx", "rates"]);
         let (announce, mut listener) = Listener::detached();
         assert_eq!(reads(&mut agent), Vec::<String>::new());
         announce.send(b"rates".to_vec()).unwrap();
@@ -389,7 +480,7 @@ mod tests {
 
     #[test]
     fn lost_announcements_mark_every_breaker_for_a_read() {
-        let (mut agent, _handle) = agent(&["fx", "rates"]);
+        let (mut agent, _handle, _breakers) = agent(&["fx", "rates"]);
         let (_announce, mut listener) = Listener::detached();
         listener.lose_one();
         agent.wait(&mut listener, Instant::now()).unwrap();
@@ -398,13 +489,13 @@ mod tests {
 
     #[test]
     fn a_local_change_or_a_dropped_handle_ends_the_wait_at_once() {
-        let (mut agent, handle) = agent(&["fx"]);
+        let (mut agent, handle, breakers) = agent(&["fx"]);
         let (_announce, mut listener) = Listener::detached();
         let (done, finished) = crossbeam_channel::bounded(1);
         // Each wait is for an hour unless something ends it.
         let waiter = std::thread::spawn(move || {
             let in_an_hour = || Instant::now() + Duration::from_secs(3_600);
-            agent.members[0].breaker.force_open("ops", "test");
+            breakers[0].force_open("ops", "test");
             agent.wait(&mut listener, in_an_hour()).unwrap();
             reads(&mut agent); // takes the change in
             drop(handle);
@@ -420,7 +511,7 @@ mod tests {
 
     #[test]
     fn a_pub_sub_reader_that_ended_ends_the_session() {
-        let (mut agent, _handle) = agent(&["fx"]);
+        let (mut agent, _handle, _breakers) = agent(&["fx"]);
         let (announce, mut listener) = Listener::detached();
         announce.send(b"fx".to_vec()).unwrap();
         drop(announce);

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
+use crate::breaker::WeakBreaker;
 use crate::fleet::idle::LeaseUse;
 use crate::fleet::scripts::{lease_of, Action, ActionKind, Keys, Script, View};
 use crate::fleet::snapshot::Stats;
@@ -32,6 +33,9 @@ pub(crate) enum Op {
     Window { failures: u64, open_ms: u64 },
     /// Give back the probe lease under `token`: the process has not used it.
     Return { token: String },
+    /// Stop serving the breaker: end this agent's presence among its
+    /// members, and give back the lease under `token` (empty: none).
+    Leave { token: String },
 }
 
 impl Op {
@@ -43,13 +47,14 @@ impl Op {
             Op::Sync => Script::Sync,
             Op::Window { .. } => Script::Window,
             Op::Return { .. } => Script::Return,
+            Op::Leave { .. } => Script::Leave,
         }
     }
 
     /// Whether this write, applied, changes the fleet's state (a give-back
     /// only ends a lease).
     pub(crate) fn changes_state(&self) -> bool {
-        !matches!(self, Op::Return { .. })
+        !matches!(self, Op::Return { .. } | Op::Leave { .. })
     }
 
     /// Whether a refusal of this write is the fence at work.
@@ -58,9 +63,26 @@ impl Op {
     }
 }
 
+/// A breaker held without keeping it alive.
+#[derive(Clone)]
+pub(crate) struct Held(pub(crate) WeakBreaker);
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_alive() {
+            "alive"
+        } else {
+            "dropped"
+        })
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Member {
-    pub(crate) breaker: Breaker,
+    /// The breaker, held without keeping it alive: once its handles are all
+    /// dropped, the agent stops serving it.
+    breaker: Held,
+    name: String,
     pub(crate) keys: Keys,
     changes: Subscription,
     /// The `seq` of the last change the agent knows of.
@@ -97,7 +119,7 @@ pub(crate) struct Member {
 
 impl Member {
     pub(crate) fn new(
-        breaker: Breaker,
+        breaker: &Breaker,
         changes: Subscription,
         prefix: &str,
         counts_failures: bool,
@@ -105,7 +127,8 @@ impl Member {
         let keys = Keys::new(prefix, breaker.name());
         let failures = breaker.failures_and_first_open().0;
         let mut m = Member {
-            breaker,
+            breaker: Held(breaker.downgrade()),
+            name: breaker.name().to_owned(),
             keys,
             changes,
             seen: 0,
@@ -122,16 +145,45 @@ impl Member {
             failures_due: Instant::now(),
             lease_use: LeaseUse::default(),
         };
-        m.resync();
+        m.resync(breaker);
         m
+    }
+
+    /// The breaker, while a handle of it is alive.
+    pub(crate) fn breaker(&self) -> Option<Breaker> {
+        self.breaker.0.upgrade()
+    }
+
+    /// Whether every handle of the breaker is gone.
+    pub(crate) fn dropped(&self) -> bool {
+        !self.breaker.0.is_alive()
+    }
+
+    /// Whether this member serves `breaker` (that breaker, not another of
+    /// its name).
+    pub(crate) fn serves(&self, breaker: &Held) -> bool {
+        self.breaker.0.same(&breaker.0)
+    }
+
+    /// The breaker's name.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The write that ends this agent's service of the breaker: its presence
+    /// ends, and the lease it holds goes back.
+    pub(crate) fn leave(&self) -> Op {
+        Op::Leave {
+            token: self.token.clone().unwrap_or_default(),
+        }
     }
 
     /// After a (re)connection: what the breaker is now, whatever was
     /// missed meanwhile. A local open the fleet did not cause is written as
     /// a trip; anything else reads the fleet's view.
-    pub(crate) fn resync(&mut self) {
+    pub(crate) fn resync(&mut self, b: &Breaker) {
         while self.changes.try_recv().is_some() {}
-        let snap = self.breaker.snapshot();
+        let snap = b.snapshot();
         let last = snap.last_transition.as_ref();
         self.seen = last.map_or(0, |c| c.seq);
         self.ops.clear();
@@ -152,7 +204,7 @@ impl Member {
             Some(token)
                 if self.released && snap.state == State::Open && probe_ended(State::Open) =>
             {
-                let (open_ms, step) = open_period(&self.breaker);
+                let (open_ms, step) = open_period(b);
                 Some(Op::Reopen {
                     token,
                     open_ms,
@@ -171,7 +223,7 @@ impl Member {
             let local_open = snap.state == State::Open
                 && last.is_some_and(|c| c.to == State::Open && c.reason != Reason::Fleet);
             if local_open {
-                self.ops.push(trip(&self.breaker));
+                self.ops.push(trip(b));
             }
         }
         self.ops.push(Op::Sync);
@@ -194,21 +246,21 @@ impl Member {
 
     /// Drops what happened while there was no Redis to tell, failures
     /// included: they would be old news in the fleet's window.
-    pub(crate) fn forget_changes(&mut self) {
+    pub(crate) fn forget_changes(&mut self, b: &Breaker) {
         while self.changes.try_recv().is_some() {}
         if self.counts_failures {
-            self.failures = self.breaker.failures_and_first_open().0;
+            self.failures = b.failures_and_first_open().0;
         }
     }
 
     /// Turns the local changes since the last tick into writes, and queues
     /// a read when one is due.
-    pub(crate) fn collect(&mut self, now: Instant, s: &Settings, stats: &Stats) {
+    pub(crate) fn collect(&mut self, b: &Breaker, now: Instant, s: &Settings, stats: &Stats) {
         if self.changes.dropped() != self.dropped {
             // The agent fell behind and lost changes: start from what the
             // breaker is now.
             self.dropped = self.changes.dropped();
-            self.resync();
+            self.resync(b);
             return;
         }
         while let Some(change) = self.changes.try_recv() {
@@ -216,7 +268,7 @@ impl Member {
             if is_probe(&change) {
                 self.lease_use.probe_taken();
             }
-            if let Some(op) = self.op_for(&change) {
+            if let Some(op) = self.op_for(b, &change) {
                 self.ops.push(op);
             }
         }
@@ -226,7 +278,7 @@ impl Member {
             // window at most a twentieth of it late.
             let half_bucket = s.window.as_ref().map_or(0, |w| w.bucket_ms / 2);
             self.failures_due = now + Duration::from_millis(half_bucket);
-            let (failures, first_open) = self.breaker.failures_and_first_open();
+            let (failures, first_open) = b.failures_and_first_open();
             if failures > self.failures {
                 self.ops.push(Op::Window {
                     failures: failures - self.failures,
@@ -235,8 +287,8 @@ impl Member {
             }
             self.failures = failures;
         }
-        self.give_back_if_idle(now, s, stats);
-        if self.lease_use.gave_back() && self.lease_use.demand(self.breaker.refusals()) {
+        self.give_back_if_idle(b, now, s, stats);
+        if self.lease_use.gave_back() && self.lease_use.demand(b.refusals()) {
             // A call refused since the give-back: read (and take the
             // lease, if it is free) now.
             self.next_sync = now;
@@ -246,7 +298,7 @@ impl Member {
         }
     }
 
-    fn op_for(&mut self, change: &StateChange) -> Option<Op> {
+    fn op_for(&mut self, b: &Breaker, change: &StateChange) -> Option<Op> {
         // What the fleet caused is not written back, and an operator's
         // action on the local breaker (through its own API) stays local.
         if change.reason == Reason::Fleet
@@ -256,10 +308,10 @@ impl Member {
             return None;
         }
         match (change.from, change.to) {
-            (State::Closed, State::Open) => Some(trip(&self.breaker)),
+            (State::Closed, State::Open) => Some(trip(b)),
             (State::HalfOpen, State::Open) => {
                 self.released = false;
-                let (open_ms, step) = open_period(&self.breaker);
+                let (open_ms, step) = open_period(b);
                 Some(match self.token.take() {
                     Some(token) => Op::Reopen {
                         token,
@@ -287,15 +339,31 @@ impl Member {
     /// Applies the fleet's view answered to `op` and schedules the next
     /// read: at once if a hold was refused for a local change the agent
     /// has not read yet (it reads that change at the next tick).
-    pub(crate) fn apply(&mut self, op: &Op, view: &View, agent: &str, s: &Settings, stats: &Stats) {
+    pub(crate) fn apply(
+        &mut self,
+        b: &Breaker,
+        op: &Op,
+        view: &View,
+        agent: &str,
+        s: &Settings,
+        stats: &Stats,
+    ) {
         self.read_again = false;
-        self.apply_view(op, view, agent, s, stats);
+        self.apply_view(b, op, view, agent, s, stats);
         if self.read_again {
             self.next_sync = Instant::now();
         }
     }
 
-    fn apply_view(&mut self, op: &Op, view: &View, agent: &str, s: &Settings, stats: &Stats) {
+    fn apply_view(
+        &mut self,
+        b: &Breaker,
+        op: &Op,
+        view: &View,
+        agent: &str,
+        s: &Settings,
+        stats: &Stats,
+    ) {
         if *op == Op::Sync {
             Stats::add(&stats.reads);
         }
@@ -323,7 +391,7 @@ impl Member {
             Stats::add(&stats.fenced);
         }
         let now = Instant::now();
-        if self.follow_operator(&view.action, view.now) {
+        if self.follow_operator(b, &view.action, view.now) {
             // An operator's override holds every process: no hold, no
             // lease, until it is lifted or expires.
             self.token = None;
@@ -335,7 +403,7 @@ impl Member {
         if !view.open {
             self.token = None;
             self.released = false;
-            self.hold(None, 0, stats);
+            self.hold(b, None, 0, stats);
             self.next_sync = now + s.refresh;
             return;
         }
@@ -344,7 +412,7 @@ impl Member {
             // more, in which the lease is taken and announced.
             let left = ms(view.open_until - view.now);
             self.released = false;
-            self.hold(Some(left + s.hold_margin), view.step, stats);
+            self.hold(b, Some(left + s.hold_margin), view.step, stats);
             self.next_sync = now + left.min(s.refresh);
             return;
         }
@@ -362,12 +430,13 @@ impl Member {
                 // The next call here is the fleet's probe. Released only
                 // once the hold is applied: one refused for a local change
                 // not read yet is tried again at the next read, at once.
-                self.released = self.hold(Some(Duration::ZERO), view.step, stats);
+                self.released = self.hold(b, Some(Duration::ZERO), view.step, stats);
             }
             self.next_sync = now + ms(view.lease_ttl.max(1)).min(s.refresh);
         } else if !view.lease.is_empty() {
             self.released = false;
             self.hold(
+                b,
                 Some(ms(view.lease_ttl.max(0)) + s.hold_margin),
                 view.step,
                 stats,
@@ -377,7 +446,7 @@ impl Member {
             // Free: held open past the next read, which takes the lease if
             // this process may (an agent that gave it back waits for
             // demand, reading at the refresh).
-            self.hold(Some(s.refresh + s.hold_margin), view.step, stats);
+            self.hold(b, Some(s.refresh + s.hold_margin), view.step, stats);
             self.next_sync = if self.lease_use.may_take() {
                 now
             } else {
@@ -389,15 +458,15 @@ impl Member {
     /// Whether a read may take the probe lease: the local breaker has no
     /// probe out (nor is let probe), and the agent did not give back this
     /// period's lease, or its breaker refused a call since.
-    pub(crate) fn wants_lease(&self) -> bool {
-        self.breaker.state() != State::HalfOpen && self.lease_use.may_take()
+    pub(crate) fn wants_lease(&self, b: &Breaker) -> bool {
+        b.state() != State::HalfOpen && self.lease_use.may_take()
     }
 
     /// Gives back the lease the local breaker was let probe under if it has
     /// taken no probe within `lease_idle`: holds the breaker open again
     /// first (refused if a call took the probe since the agent last read
     /// its changes), then queues the fenced `RETURN`.
-    fn give_back_if_idle(&mut self, now: Instant, s: &Settings, stats: &Stats) {
+    fn give_back_if_idle(&mut self, b: &Breaker, now: Instant, s: &Settings, stats: &Stats) {
         let token = self.token.as_deref().filter(|_| self.released);
         self.lease_use.released(token, now);
         let Some(token) = self.lease_use.idle(now, s.lease_idle).map(str::to_owned) else {
@@ -406,13 +475,13 @@ impl Member {
         let Some(epoch) = lease_of(&token, &s.agent) else {
             return;
         };
-        let snap = self.breaker.snapshot();
+        let snap = b.snapshot();
         if snap.probes_in_flight > 0 {
             return;
         }
         // Counted before the hold: a call refused from then on is demand.
-        let refused = self.breaker.refusals();
-        if !self.hold(Some(s.lease + s.hold_margin), snap.backoff_step, stats) {
+        let refused = b.refusals();
+        if !self.hold(b, Some(s.lease + s.hold_margin), snap.backoff_step, stats) {
             self.next_sync = now;
             return;
         }
@@ -433,7 +502,7 @@ impl Member {
     ///   through the breaker's own API, is never undone.
     /// - A reset also resets a breaker under no override (one the fleet
     ///   holds open, or one tripped on its own).
-    fn follow_operator(&mut self, action: &Action, now: i64) -> bool {
+    fn follow_operator(&mut self, b: &Breaker, action: &Action, now: i64) -> bool {
         let first = self.action_seen.is_none();
         let new = self.action_seen != Some(action.id);
         self.action_seen = Some(action.id);
@@ -442,7 +511,7 @@ impl Member {
                 let (actor, reason) = (action.actor.as_str(), action.reason.as_str());
                 let left = action.left(now).map(ms);
                 let open = action.kind == ActionKind::Open;
-                self.override_seq = Some(self.breaker.fleet_override(open, actor, reason, left));
+                self.override_seq = Some(b.fleet_override(open, actor, reason, left));
             }
             return true;
         }
@@ -450,7 +519,7 @@ impl Member {
             // Nothing to do: no snapshot (and no lock) at every read.
             return false;
         }
-        let snap = self.breaker.snapshot();
+        let snap = b.snapshot();
         let last = snap.last_transition.as_ref().map_or(0, |c| c.seq);
         let forced = snap.state.is_forced();
         // The override the agent applied is still what holds the breaker.
@@ -462,17 +531,14 @@ impl Member {
             // A reset closes every breaker but one a local operator
             // overrode on their own.
             ActionKind::Reset if new && !first && (ours || !forced) => {
-                self.breaker
-                    .reset_if_last(last, &action.actor, &action.reason);
+                b.reset_if_last(last, &action.actor, &action.reason);
             }
             ActionKind::Reset => {}
             ActionKind::Expired if ours => {
-                self.breaker
-                    .reset_if_last(last, FLEET, "the fleet's override expired");
+                b.reset_if_last(last, FLEET, "the fleet's override expired");
             }
             _ if ours => {
-                self.breaker
-                    .reset_if_last(last, FLEET, "the fleet's override is gone");
+                b.reset_if_last(last, FLEET, "the fleet's override is gone");
             }
             _ => {}
         }
@@ -483,8 +549,8 @@ impl Member {
     /// `step`, or closes it. Returns false only when a local change the
     /// agent has not read yet refused it; true also when the breaker kept
     /// its state on purpose (under an override, or with a probe out).
-    fn hold(&mut self, open_for: Option<Duration>, step: u32, stats: &Stats) -> bool {
-        match self.breaker.apply_fleet(self.seen, open_for, step) {
+    fn hold(&mut self, b: &Breaker, open_for: Option<Duration>, step: u32, stats: &Stats) -> bool {
+        match b.apply_fleet(self.seen, open_for, step) {
             Some(seq) => {
                 if seq != self.seen {
                     Stats::add(&stats.applied);
@@ -561,6 +627,8 @@ pub(crate) mod tests {
             reconnect_min: Duration::from_millis(10),
             reconnect_max: Duration::from_secs(2),
             window: None,
+            presence: Duration::from_secs(5),
+            idle_expiry: Duration::from_secs(3_600),
         }
     }
 
@@ -592,6 +660,7 @@ pub(crate) mod tests {
             applied: false,
             step: 0,
             action: Action::default(),
+            members: 1,
         }
     }
 
@@ -609,22 +678,22 @@ pub(crate) mod tests {
     fn a_lease_holder_refused_by_an_unread_local_change_is_released_at_the_next_read() {
         let (s, stats) = (settings(), Stats::default());
         let b = vendor("vendor");
-        let mut m = Member::new(b.clone(), b.subscribe(16).unwrap(), &s.prefix, false);
+        let mut m = Member::new(&b, b.subscribe(16).unwrap(), &s.prefix, false);
         m.ops.clear();
         // The local breaker trips while the agent's read is under way: the
         // answer finds a change the agent has not read, and the hold that
         // would let the probe through is refused.
         assert!(call(&b, false).is_err());
         assert_eq!(b.state(), State::Open);
-        m.apply(&Op::Sync, &lease_is_ours(), AGENT, &s, &stats);
+        m.apply(&b, &Op::Sync, &lease_is_ours(), AGENT, &s, &stats);
         assert!(call(&b, true).is_err(), "refused: the hold was");
 
         // The next tick reads the change and, at once rather than at the
         // refresh, the fleet again: the lease is still this agent's, and
         // now the breaker lets the probe through.
-        m.collect(Instant::now(), &s, &stats);
+        m.collect(&b, Instant::now(), &s, &stats);
         assert!(m.ops.contains(&Op::Sync), "read at once: {:?}", m.ops);
-        m.apply(&Op::Sync, &lease_is_ours(), AGENT, &s, &stats);
+        m.apply(&b, &Op::Sync, &lease_is_ours(), AGENT, &s, &stats);
         assert!(call(&b, true).is_ok(), "the fleet's probe went through");
         assert_eq!(stats.leases_won.load(Ordering::Relaxed), 1);
     }
@@ -649,15 +718,15 @@ pub(crate) mod tests {
         let (s, stats) = (settings(), Stats::default());
         let b = vendor("vendor");
         // Room for one change: the probe's two overflow it.
-        let mut m = Member::new(b.clone(), b.subscribe(1).unwrap(), &s.prefix, false);
+        let mut m = Member::new(&b, b.subscribe(1).unwrap(), &s.prefix, false);
         m.ops.clear();
         assert!(call(&b, false).is_err());
-        m.collect(Instant::now(), &s, &stats);
+        m.collect(&b, Instant::now(), &s, &stats);
         m.ops.clear();
-        m.apply(&Op::Sync, &lease_is_ours(), AGENT, &s, &stats);
+        m.apply(&b, &Op::Sync, &lease_is_ours(), AGENT, &s, &stats);
         assert!(call(&b, true).is_ok(), "the fleet's probe went through");
         assert_eq!(b.state(), State::Closed);
-        m.collect(Instant::now(), &s, &stats);
+        m.collect(&b, Instant::now(), &s, &stats);
         assert_eq!(
             m.ops.first(),
             Some(&Op::Close {

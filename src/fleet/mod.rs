@@ -62,7 +62,7 @@ mod snapshot;
 mod tls;
 mod url;
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -80,6 +80,7 @@ pub use admin::{
 };
 pub use snapshot::FleetSnapshot;
 
+use crate::breaker::WeakBreaker;
 use crate::{Breaker, ConfigError};
 use agent::{Agent, Control};
 use member::Member;
@@ -98,6 +99,15 @@ const DEFAULT_LEASE_IDLE: Duration = Duration::from_millis(500);
 
 /// How many state changes a joined breaker may queue for the agent.
 const CHANGES_CAPACITY: usize = 256;
+
+/// How long a member stays counted among a breaker's members after its
+/// agent's last read, by default ([`FleetBuilder::presence`]), or four
+/// refreshes if that is longer.
+const DEFAULT_PRESENCE: Duration = Duration::from_secs(5);
+
+/// How long a breaker's keys outlive the last agent that reads them, by
+/// default ([`FleetBuilder::idle_expiry`]).
+pub(crate) const DEFAULT_IDLE_EXPIRY: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 
 /// The settings an agent runs with, checked by [`FleetBuilder::build`].
 pub(crate) struct Settings {
@@ -120,6 +130,10 @@ pub(crate) struct Settings {
     pub(crate) reconnect_max: Duration,
     /// The fleet's recent-failures window, if it has one.
     pub(crate) window: Option<FailureWindow>,
+    /// How long this agent counts among a breaker's members after a read.
+    pub(crate) presence: Duration,
+    /// How long a breaker's keys outlive the agents' last read.
+    pub(crate) idle_expiry: Duration,
 }
 
 /// The fleet's recent-failures window ([`FleetBuilder::failure_window`]),
@@ -161,7 +175,9 @@ impl fmt::Debug for Settings {
 pub struct Fleet {
     settings: Arc<Settings>,
     stats: Arc<Stats>,
-    names: Mutex<HashSet<String>>,
+    /// The breakers joined, by name, held without keeping them alive: a
+    /// dropped one's name is free again.
+    names: Mutex<HashMap<String, WeakBreaker>>,
     control: Option<Sender<Control>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -183,12 +199,18 @@ impl Fleet {
     /// Returns at once: the agent reads the fleet's state for it at its
     /// next tick. The breaker's callers never wait on Redis.
     ///
+    /// The fleet does not keep the breaker alive: once every handle of it is
+    /// dropped, the agent stops serving it (as [`leave`](Self::leave)
+    /// would), and a new breaker of the same name may join, as a
+    /// configuration reload builds one.
+    ///
     /// # Errors
     ///
-    /// [`ConfigError::Invalid`] naming `breaker` when a breaker of that
-    /// name has joined this fleet already.
+    /// [`ConfigError::Invalid`] naming `breaker` when another live breaker
+    /// of that name is in this fleet (this one again included).
     pub fn join(&self, breaker: &Breaker) -> Result<(), ConfigError> {
-        if !self.names.lock().insert(breaker.name().to_owned()) {
+        let mut names = self.names.lock();
+        if names.get(breaker.name()).is_some_and(WeakBreaker::is_alive) {
             return Err(ConfigError::Invalid {
                 field: "breaker",
                 rule: "must not share its name with a breaker already in the fleet",
@@ -196,8 +218,9 @@ impl Fleet {
             });
         }
         let changes = breaker.subscribe(CHANGES_CAPACITY)?;
+        names.insert(breaker.name().to_owned(), breaker.downgrade());
         let member = Member::new(
-            breaker.clone(),
+            breaker,
             changes,
             &self.settings.prefix,
             self.settings.window.is_some(),
@@ -207,6 +230,30 @@ impl Fleet {
             let _ = control.send(Control::Join(Box::new(member)));
         }
         Ok(())
+    }
+
+    /// Stops sharing `breaker`'s state: the agent stops reading it, ends
+    /// its presence among the breaker's members and gives back a probe
+    /// lease it holds for it, at its next tick. The breaker keeps its
+    /// state and goes on alone, as with Redis away; it may join again.
+    ///
+    /// Returns whether `breaker` (this breaker, not another of its name)
+    /// was in the fleet.
+    pub fn leave(&self, breaker: &Breaker) -> bool {
+        let mut names = self.names.lock();
+        let joined = names
+            .get(breaker.name())
+            .is_some_and(|w| w.same(&breaker.downgrade()));
+        if joined {
+            names.remove(breaker.name());
+            if let Some(control) = &self.control {
+                let _ = control.send(Control::Leave(
+                    breaker.name().to_owned(),
+                    member::Held(breaker.downgrade()),
+                ));
+            }
+        }
+        joined
     }
 
     /// What the agent has done so far, and whether Redis is reachable.
@@ -262,6 +309,8 @@ impl fmt::Debug for Fleet {
 /// | `probe_lease` | 5 s |
 /// | `lease_idle` | 500 ms, or half of `probe_lease` if that is shorter |
 /// | `reconnect_backoff` | 10 ms, doubling to 2 s |
+/// | `presence` | 5 s, or four refreshes if that is longer |
+/// | `idle_expiry` | 7 days |
 /// | `tls_ca` | none: a `rediss://` URL trusts the system's roots |
 /// | `tls_client_auth` | none: no client certificate |
 /// | `failure_window` | off |
@@ -279,6 +328,8 @@ pub struct FleetBuilder {
     reconnect_min: Duration,
     reconnect_max: Duration,
     window: Option<(u32, Duration)>,
+    presence: Option<Duration>,
+    idle_expiry: Duration,
 }
 
 impl fmt::Debug for FleetBuilder {
@@ -310,6 +361,8 @@ impl FleetBuilder {
             reconnect_min: Duration::from_millis(10),
             reconnect_max: Duration::from_secs(2),
             window: None,
+            presence: None,
+            idle_expiry: DEFAULT_IDLE_EXPIRY,
         }
     }
 
@@ -447,6 +500,33 @@ impl FleetBuilder {
         self
     }
 
+    /// How long this agent counts among the members serving each of its
+    /// breakers after its last read of it (every read renews it, at least
+    /// every [`refresh`](Self::refresh)). A process that dies, or loses
+    /// Redis, leaves the count after this; one that [leaves](Fleet::leave)
+    /// or drops a breaker, at once. [`BreakerStatus::members`] and
+    /// `fusebox-ctl status` show the count, and `forget` refuses a breaker
+    /// with a member.
+    ///
+    /// Give every process the same setting. At least two refreshes.
+    pub fn presence(mut self, presence: Duration) -> Self {
+        self.presence = Some(presence);
+        self
+    }
+
+    /// How long a breaker's keys outlive the last agent that serves it:
+    /// every agent's read keeps its state hash alive that much longer, so
+    /// the state of a name no process serves any more (a breaker renamed or
+    /// retired) expires after this, an operator's override with it. The
+    /// audit stream has bounds of its own (about the last thousand entries,
+    /// none older than 90 days).
+    ///
+    /// Give every process the same setting. At least `presence`.
+    pub fn idle_expiry(mut self, idle: Duration) -> Self {
+        self.idle_expiry = idle;
+        self
+    }
+
     /// Connects an operators' [`FleetAdmin`] to this fleet: the same URL,
     /// TLS settings, prefix and `timeout` (for the connection and every
     /// answer); the agent's other settings do not apply. Starts no thread.
@@ -463,7 +543,13 @@ impl FleetBuilder {
             .connection_info()
             .map_err(|_| FleetAdminError::Url)?;
         let client = tls::client(info, &self.tls)?;
-        FleetAdmin::with_client(client, self.url.clone(), &self.prefix, self.timeout)
+        FleetAdmin::with_client(
+            client,
+            self.url.clone(),
+            &self.prefix,
+            self.timeout,
+            self.idle_expiry,
+        )
     }
 
     /// Checks the settings and starts the agent thread. Does not wait for
@@ -482,7 +568,8 @@ impl FleetBuilder {
     /// that is zero or not below `probe_lease`, or a
     /// `reconnect_backoff` whose first wait is zero or above its max, or a
     /// `failure_window` whose threshold is zero or whose window is not
-    /// between 10 ms and 24 h.
+    /// between 10 ms and 24 h, a `presence` under two refreshes, or an
+    /// `idle_expiry` under `presence`.
     pub fn build(self) -> Result<Fleet, ConfigError> {
         let invalid = |field, rule, value: String| ConfigError::Invalid { field, rule, value };
         let info = self.url.connection_info().map_err(|_| tls::url_refused())?;
@@ -514,6 +601,23 @@ impl FleetBuilder {
                 "reconnect_backoff",
                 "first wait must not exceed the max",
                 format!("{:?} > {:?}", self.reconnect_min, self.reconnect_max),
+            ));
+        }
+        let presence = self
+            .presence
+            .unwrap_or_else(|| DEFAULT_PRESENCE.max(4 * self.refresh));
+        if presence < 2 * self.refresh {
+            return Err(invalid(
+                "presence",
+                "must be at least two refreshes",
+                format!("{presence:?}"),
+            ));
+        }
+        if self.idle_expiry < presence {
+            return Err(invalid(
+                "idle_expiry",
+                "must be at least presence",
+                format!("{:?}", self.idle_expiry),
             ));
         }
         let window = match self.window {
@@ -552,6 +656,8 @@ impl FleetBuilder {
             reconnect_min: self.reconnect_min,
             reconnect_max: self.reconnect_max,
             window,
+            presence,
+            idle_expiry: self.idle_expiry,
         });
         let stats = Arc::new(Stats::default());
         let (tx, rx) = crossbeam_channel::unbounded();
@@ -561,6 +667,7 @@ impl FleetBuilder {
             stats: Arc::clone(&stats),
             members: Vec::new(),
             by_name: Default::default(),
+            leaving: Vec::new(),
         };
         let thread = std::thread::Builder::new()
             .name("fusebox-fleet".into())

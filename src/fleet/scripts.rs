@@ -24,6 +24,10 @@ pub(crate) struct Keys {
     /// The recent-failures window (see [`WINDOW`]): a hash of failure
     /// counts by time bucket, and `epoch`, the open period it counts in.
     pub(crate) window: String,
+    /// The members serving the breaker: a sorted set of agent names, each
+    /// scored with the server millisecond its presence ends at (renewed by
+    /// every read of the agent's, [`SYNC`]).
+    pub(crate) members: String,
 }
 
 impl Keys {
@@ -33,7 +37,22 @@ impl Keys {
             lease: format!("{{{prefix}:{name}}}:lease"),
             audit: format!("{{{prefix}:{name}}}:audit"),
             window: format!("{{{prefix}:{name}}}:window"),
+            members: format!("{{{prefix}:{name}}}:members"),
         }
+    }
+
+    /// An `EVALSHA` (or `EVAL`) of a script over these keys: `script` is
+    /// the digest or the source.
+    pub(crate) fn eval(&self, command: &str, script: &str) -> redis::Cmd {
+        let mut cmd = redis::cmd(command);
+        cmd.arg(script)
+            .arg(5)
+            .arg(&self.state)
+            .arg(&self.lease)
+            .arg(&self.audit)
+            .arg(&self.window)
+            .arg(&self.members);
+        cmd
     }
 }
 
@@ -56,8 +75,10 @@ local function view(applied)
   local lease = redis.call('GET', KEYS[2]) or ''
   local pttl = redis.call('PTTL', KEYS[2])
   local o = redis.call('HMGET', KEYS[1], 'step', 'ovr', 'ovr_id', 'ovr_actor', 'ovr_reason', 'ovr_until')
+  local members = redis.call('ZCOUNT', KEYS[5], now, '+inf')
   return {state, epoch, open_until, now, lease, pttl, applied,
-    tonumber(o[1]) or 0, o[2] or '', tonumber(o[3]) or 0, o[4] or '', o[5] or '', tonumber(o[6]) or 0}
+    tonumber(o[1]) or 0, o[2] or '', tonumber(o[3]) or 0, o[4] or '', o[5] or '', tonumber(o[6]) or 0,
+    members}
 end
 local function holds_lease(token)
   return state == 'open' and redis.call('GET', KEYS[2]) == token
@@ -114,13 +135,59 @@ return view(0)
 
 /// A refresh, which also takes the probe lease for `agent` when the open
 /// period is over, nobody holds it and `want` is 1 (the local breaker has
-/// no probe out): ARGV = agent, lease_ms, want.
+/// no probe out): ARGV = agent, lease_ms, want, presence_ms, idle_ms.
+///
+/// It renews the agent's presence among the breaker's members (`KEYS[5]`)
+/// for `presence_ms`, dropping members whose presence ended, and keeps the
+/// breaker's state hash (created closed if missing) for `idle_ms` more:
+/// once no agent reads it, its keys expire. It runs before the guard, so
+/// that an agent under an operator's override still renews them.
 const SYNC: &str = r#"
+local members = KEYS[5]
+redis.call('ZADD', members, now + tonumber(ARGV[4]), ARGV[1])
+redis.call('ZREMRANGEBYSCORE', members, '-inf', '(' .. now)
+redis.call('PEXPIRE', members, ARGV[4])
+redis.call('HSETNX', KEYS[1], 'state', state)
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+if overridden then
+  return view(0)
+end
 if ARGV[3] == '1' and state == 'open' and now >= open_until and redis.call('EXISTS', KEYS[2]) == 0 then
   local n = redis.call('HINCRBY', KEYS[1], 'leases', 1)
   redis.call('SET', KEYS[2], epoch .. ':' .. n .. ':' .. ARGV[1], 'NX', 'PX', ARGV[2])
 end
 return view(0)
+"#;
+
+/// An agent stops serving the breaker (it left, or was dropped): ARGV =
+/// agent, token (or empty), channel, name. Its presence ends now, and the
+/// probe lease it holds under `token`, if still this period's, is given
+/// back and announced, so that a member that stays takes it at once.
+const LEAVE: &str = r#"
+redis.call('ZREM', KEYS[5], ARGV[1])
+if ARGV[2] ~= '' and holds_lease(ARGV[2]) then
+  redis.call('DEL', KEYS[2])
+  redis.call('PUBLISH', ARGV[3], ARGV[4])
+  return view(1)
+end
+return view(0)
+"#;
+
+/// An operator deletes the breaker's keys but its audit stream: ARGV =
+/// actor, reason, force, channel, name. Refused (`applied` 0, with the live
+/// members in the view) while an agent serves it, unless `force` is 1.
+/// The stream records it (`forget`) and keeps its own bounds; the change is
+/// announced, so that serving agents (with `force`) read the breaker afresh,
+/// as after a Redis restarted empty.
+const FORGET: &str = r#"
+if ARGV[3] ~= '1' and redis.call('ZCOUNT', KEYS[5], now, '+inf') > 0 then
+  return view(0)
+end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[4], KEYS[5])
+audit('forget', ARGV[1], ARGV[2], 0)
+redis.call('PUBLISH', ARGV[4], ARGV[5])
+state, epoch, open_until, step = 'closed', 0, 0, 0
+return view(1)
 "#;
 
 /// One agent's failures since its last tick, into the recent-failures
@@ -181,6 +248,8 @@ const OVERRIDES: &str = r#"
 local function audit(kind, actor, reason, until_ms)
   redis.call('XADD', KEYS[3], 'MAXLEN', '~', AUDIT_LEN, '*', 'kind', kind, 'actor', actor,
     'reason', reason, 'expires', until_ms, 'time_us', tonumber(t[1]) * 1000000 + tonumber(t[2]))
+  redis.call('XTRIM', KEYS[3], 'MINID', (now - AUDIT_AGE_MS) .. '-0')
+  redis.call('PEXPIRE', KEYS[3], AUDIT_AGE_MS)
 end
 local ov = redis.call('HMGET', KEYS[1], 'ovr', 'ovr_until', 'ovr_actor', 'ovr_reason', 'ovr_announce', 'ovr_name')
 local overridden = ov[1] == 'open' or ov[1] == 'closed'
@@ -205,11 +274,19 @@ end
 "#;
 
 /// An operator's action: ARGV = kind (`open`, `closed` or `reset`), actor,
-/// reason, for_ms (0: no expiry; ignored by a reset), channel, name. Every
-/// action starts a new closed period (the lease of the last one ends, and
-/// a probe result made under it is fenced off), records the action in the
-/// hash and the audit stream, and announces it.
+/// reason, for_ms (0: no expiry; ignored by a reset), channel, name,
+/// create, idle_ms. Every action starts a new closed period (the lease of
+/// the last one ends, and a probe result made under it is fenced off),
+/// records the action in the hash and the audit stream, and announces it.
+///
+/// Refused (`applied` 0, nothing written) for a breaker no agent has
+/// written (no state hash, no member) unless `create` is 1: a name nobody
+/// serves is most likely a typo. A state hash without an expiry is given
+/// `idle_ms`, as an agent's read would.
 const OVERRIDE: &str = r#"
+if ARGV[7] ~= '1' and redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[5]) == 0 then
+  return view(0)
+end
 local kind = ARGV[1]
 local until_ms = 0
 if kind ~= 'reset' and (tonumber(ARGV[4]) or 0) > 0 then
@@ -219,7 +296,11 @@ redis.call('HINCRBY', KEYS[1], 'ovr_id', 1)
 redis.call('HSET', KEYS[1], 'ovr', kind, 'ovr_actor', ARGV[2], 'ovr_reason', ARGV[3],
   'ovr_until', until_ms, 'ovr_announce', ARGV[5], 'ovr_name', ARGV[6])
 audit(kind, ARGV[2], ARGV[3], until_ms)
-return new_period(nil, 0, ARGV[5], ARGV[6])
+local answer = new_period(nil, 0, ARGV[5], ARGV[6])
+if redis.call('PTTL', KEYS[1]) == -1 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[8])
+end
+return answer
 "#;
 
 /// A read for operators' tools: the view, changing nothing but an expired
@@ -245,30 +326,43 @@ return view(0)
 /// Redis trims whole nodes, so a few more may stay).
 pub(crate) const AUDIT_LEN: u32 = 1000;
 
+/// How long an audit entry is kept: each write drops the entries older than
+/// this (`XTRIM MINID`), and a stream with no entry this recent expires.
+pub(crate) const AUDIT_AGE: std::time::Duration = std::time::Duration::from_secs(90 * 24 * 60 * 60);
+
+/// How many scripts there are.
+const SCRIPTS: usize = 10;
+
 /// The scripts, in the order of [`Script`], assembled once per process.
-pub(crate) fn sources() -> &'static [String; 8] {
-    static SOURCES: std::sync::OnceLock<[String; 8]> = std::sync::OnceLock::new();
+pub(crate) fn sources() -> &'static [String; SCRIPTS] {
+    static SOURCES: std::sync::OnceLock<[String; SCRIPTS]> = std::sync::OnceLock::new();
     SOURCES.get_or_init(assemble)
 }
 
-fn assemble() -> [String; 8] {
-    let overrides = OVERRIDES.replace("AUDIT_LEN", &AUDIT_LEN.to_string());
+fn assemble() -> [String; SCRIPTS] {
+    let overrides = OVERRIDES
+        .replace("AUDIT_LEN", &AUDIT_LEN.to_string())
+        .replace("AUDIT_AGE_MS", &AUDIT_AGE.as_millis().to_string());
     let agent = |body: &str| format!("{PRELUDE}{overrides}{GUARD}{body}");
-    let operator = |body: &str| format!("{PRELUDE}{overrides}{body}");
+    // The operators' scripts, and the agent's that must run under an
+    // override (their own guard, if any, is in their body).
+    let unguarded = |body: &str| format!("{PRELUDE}{overrides}{body}");
     [
         agent(TRIP),
         agent(REOPEN),
         agent(CLOSE),
-        agent(SYNC),
-        operator(OVERRIDE),
-        operator(PEEK),
+        unguarded(SYNC),
+        unguarded(OVERRIDE),
+        unguarded(PEEK),
         agent(WINDOW),
         agent(RETURN),
+        unguarded(LEAVE),
+        unguarded(FORGET),
     ]
 }
 
-/// Which script. Each takes KEYS = the breaker's state, lease and audit;
-/// `Window` also the window, as `KEYS[4]`.
+/// Which script. Each takes KEYS = the breaker's state, lease, audit,
+/// window and members ([`Keys::eval`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Script {
     Trip = 0,
@@ -279,6 +373,8 @@ pub(crate) enum Script {
     Peek = 5,
     Window = 6,
     Return = 7,
+    Leave = 8,
+    Forget = 9,
 }
 
 /// A breaker's state in the fleet, as a script answers it. Times are the
@@ -299,6 +395,8 @@ pub(crate) struct View {
     pub(crate) step: u32,
     /// The last operator action on the breaker (`ovr_*` in the hash).
     pub(crate) action: Action,
+    /// The agents serving the breaker now: their presence has not ended.
+    pub(crate) members: u64,
 }
 
 /// An operator's last action on a breaker of the fleet, as the hash holds it.
@@ -359,9 +457,10 @@ impl FromRedisValue for View {
         type Fleet = (String, i64, i64, i64, String, i64, i64, i64);
         type Operator = (String, i64, String, String, i64);
         let mut items: Vec<Value> = FromRedisValue::from_redis_value(v)?;
-        if items.len() < 13 {
-            return Err("a fleet view has 13 fields".into());
+        if items.len() != 14 {
+            return Err("a fleet view has 14 fields".into());
         }
+        let members: i64 = FromRedisValue::from_redis_value(items.pop().unwrap_or(Value::Nil))?;
         let operator = items.split_off(items.len() - 5);
         let (state, epoch, open_until, now, lease, lease_ttl, applied, step): Fleet =
             FromRedisValue::from_redis_value(Value::Array(items))?;
@@ -385,6 +484,7 @@ impl FromRedisValue for View {
                 reason,
                 until,
             },
+            members: members.max(0) as u64,
         })
     }
 }
@@ -418,6 +518,7 @@ mod tests {
         assert_eq!(k.lease, "{prod:corporate-actions}:lease");
         assert_eq!(k.audit, "{prod:corporate-actions}:audit");
         assert_eq!(k.window, "{prod:corporate-actions}:window");
+        assert_eq!(k.members, "{prod:corporate-actions}:members");
     }
 
     #[test]
