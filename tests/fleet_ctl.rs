@@ -503,3 +503,72 @@ fn over_mutual_tls_with_a_private_ca_an_override_reaches_the_fleet() {
     assert_eq!(o.status.code(), Some(2), "{o:?}");
     assert!(stderr(&o).contains("/nonexistent/ca.pem"), "{o:?}");
 }
+
+#[test]
+fn a_typo_in_an_override_is_refused_with_exit_3_unless_created() {
+    let redis = RedisServer::start();
+    let (_fleet, _breaker) = process(&redis, "typo");
+    let typo = [
+        "--prefix",
+        "typo",
+        "force-open",
+        "vendr",
+        "--actor",
+        "alice",
+        "--reason",
+        "down",
+    ];
+    let o = ctl(&redis, &typo);
+    assert_eq!(o.status.code(), Some(3), "{o:?}");
+    assert!(stderr(&o).contains("`vendr`") && stderr(&o).contains("--create"));
+    assert_eq!(stdout(&o), "");
+    assert!(
+        ok(&redis, &["--prefix", "typo", "audit", "vendr"])
+            .lines()
+            .count()
+            == 1
+    );
+
+    ok(&redis, &[&typo[..], &["--create"]].concat());
+    let status = json(&redis, &["--prefix", "typo", "status", "vendr", "--json"]);
+    assert_eq!(status["state"], "forced_open");
+}
+
+#[test]
+fn forget_refuses_a_served_breaker_with_exit_3_and_deletes_it_with_force() {
+    let redis = RedisServer::start();
+    let (_fleet, _breaker) = process(&redis, "fg");
+    let forget = [
+        "--prefix", "fg", "forget", "vendor", "--actor", "alice", "--reason", "retired",
+    ];
+    let o = ctl(&redis, &forget);
+    assert_eq!(o.status.code(), Some(3), "{o:?}");
+    assert!(stderr(&o).contains("serve breaker `vendor`"), "{o:?}");
+    assert!(stderr(&o).contains("--force"), "{o:?}");
+
+    assert_eq!(
+        ok(&redis, &[&forget[..], &["--force"]].concat()),
+        "vendor: forgotten\n"
+    );
+    let audit = json(&redis, &["--prefix", "fg", "audit", "vendor", "--json"]);
+    assert_eq!(audit[0]["kind"], "forget");
+    assert_eq!(audit[0]["reason"], "retired");
+}
+
+#[test]
+fn the_timeout_bounds_the_whole_command_on_a_hung_redis() {
+    let redis = RedisServer::start();
+    // Connected, then hung: the connection is accepted by the kernel, and
+    // nothing answers.
+    redis.pause();
+    let start = Instant::now();
+    let o = ctl(&redis, &["--timeout", "2s", "status"]);
+    let took = start.elapsed();
+    redis.resume();
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(stderr(&o).contains("timed out"), "{o:?}");
+    // Each step waited the whole timeout before: 4 s and more. The
+    // process's own start and exit are in the margin.
+    assert!(took < 3 * SEC + 500 * MS, "{took:?}");
+    println!("fusebox-ctl --timeout 2s on a hung Redis: {took:?}");
+}

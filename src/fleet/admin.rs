@@ -19,6 +19,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::{Receiver, RecvTimeoutError, TrySendError};
 use redis::{Connection, RedisError};
 
+use crate::fleet::link::{Link, Topology};
+
 use crate::fleet::scripts::{self, ActionKind, Keys, Script, View};
 use crate::fleet::url::RedisUrl;
 use crate::{ConfigError, State};
@@ -232,10 +234,10 @@ pub struct FleetTransition {
 /// and audit. Each call is one round trip (a listing, one per page of its
 /// scan and one for the states).
 pub struct FleetAdmin {
-    client: redis::Client,
+    topology: Arc<Topology>,
     /// The URL, only to scrub its password from error texts.
     url: RedisUrl,
-    con: Connection,
+    con: Link,
     prefix: String,
     channel: String,
     timeout: Duration,
@@ -279,7 +281,7 @@ impl FleetAdmin {
 
     /// Connects with a client built from a checked URL and TLS settings.
     pub(crate) fn with_client(
-        client: redis::Client,
+        topology: Topology,
         url: RedisUrl,
         prefix: &str,
         timeout: Duration,
@@ -289,9 +291,11 @@ impl FleetAdmin {
         if timeout.is_zero() {
             return Err(invalid("timeout", "must be above zero", "0s".into()));
         }
-        let con = connection(&client, timeout).map_err(|e| e.scrub(&url))?;
+        let con = topology
+            .connect(timeout)
+            .map_err(|e| FleetAdminError::from(e).scrub(&url))?;
         Ok(FleetAdmin {
-            client,
+            topology: Arc::new(topology),
             url,
             con,
             prefix: prefix.to_owned(),
@@ -338,8 +342,7 @@ impl FleetAdmin {
                 left.min(self.timeout)
             }
         };
-        self.con.set_read_timeout(Some(wait))?;
-        self.con.set_write_timeout(Some(wait))?;
+        self.con.set_timeout(wait)?;
         Ok(())
     }
 
@@ -363,7 +366,7 @@ impl FleetAdmin {
     fn peek(&mut self, name: &str) -> Result<BreakerStatus, FleetAdminError> {
         crate::name::check(name)?;
         self.arm()?;
-        let view: View = self.script(Script::Peek, name, &[]).query(&mut self.con)?;
+        let view: View = self.con.query(&self.script(Script::Peek, name, &[]))?;
         Ok(status_of(name, &view))
     }
 
@@ -384,12 +387,12 @@ impl FleetAdmin {
         if names.is_empty() {
             return Ok(Vec::new());
         }
-        let mut pipe = redis::pipe();
-        for name in &names {
-            pipe.add_command(self.script(Script::Peek, name, &[]));
-        }
+        let pipe: Vec<redis::Cmd> = names
+            .iter()
+            .map(|name| self.script(Script::Peek, name, &[]))
+            .collect();
         self.arm()?;
-        let views: Vec<View> = pipe.query(&mut self.con)?;
+        let views: Vec<View> = self.con.pipeline(pipe)?;
         Ok(names
             .iter()
             .zip(&views)
@@ -481,17 +484,18 @@ impl FleetAdmin {
         if names.is_empty() {
             return Ok(Vec::new());
         }
-        let mut pipe = redis::pipe();
-        for name in &names {
-            pipe.cmd("XREVRANGE")
-                .arg(Keys::new(&self.prefix, name).audit)
+        let pipe = names.iter().map(|name| {
+            let mut cmd = redis::cmd("XREVRANGE");
+            cmd.arg(Keys::new(&self.prefix, name).audit)
                 .arg("+")
                 .arg("-")
                 .arg("COUNT")
                 .arg(count);
-        }
+            cmd
+        });
+        let pipe: Vec<redis::Cmd> = pipe.collect();
         self.arm()?;
-        let streams: Vec<Vec<(String, Vec<String>)>> = pipe.query(&mut self.con)?;
+        let streams: Vec<Vec<(String, Vec<String>)>> = self.con.pipeline(pipe)?;
         let mut entries = Vec::new();
         for (name, stream) in names.iter().zip(streams) {
             for (id, fields) in stream {
@@ -529,10 +533,12 @@ impl FleetAdmin {
         if wait.is_zero() {
             return Err(FleetAdminError::Unavailable("timed out".into()));
         }
+        let con = self.topology.connect(wait)?;
+        let sub = self.topology.pubsub(&con, wait)?;
         let admin = FleetAdmin {
-            client: self.client.clone(),
+            topology: Arc::clone(&self.topology),
             url: self.url.clone(),
-            con: connection(&self.client, wait)?,
+            con,
             prefix: self.prefix.clone(),
             channel: self.channel.clone(),
             timeout: self.timeout,
@@ -540,7 +546,6 @@ impl FleetAdmin {
             create: false,
             deadline: self.deadline,
         };
-        let sub = connection(&self.client, wait)?;
         let (tx, rx) = crossbeam_channel::bounded(FleetWatch::CAPACITY);
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
@@ -661,11 +666,10 @@ impl FleetAdmin {
         name: &str,
         args: &[String],
     ) -> Result<View, FleetAdminError> {
-        let view = self.arm().and_then(|()| {
-            self.script(script, name, args)
-                .query::<View>(&mut self.con)
-                .map_err(FleetAdminError::from)
-        });
+        let cmd = self.script(script, name, args);
+        let view = self
+            .arm()
+            .and_then(|()| self.con.query::<View>(&cmd).map_err(FleetAdminError::from));
         view.map_err(|e| e.scrub(&self.url))
     }
 
@@ -685,32 +689,17 @@ impl FleetAdmin {
         let head = format!("{{{}:", self.prefix);
         let tail = format!("}}:{suffix}");
         let pattern = format!("{}*{}", glob_escape(&head), glob_escape(&tail));
-        let mut names = BTreeSet::new();
-        let mut cursor = 0u64;
-        loop {
-            self.arm()?;
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(500)
-                .query(&mut self.con)?;
-            for key in keys {
-                if let Some(name) = key
-                    .strip_prefix(head.as_str())
+        self.arm()?;
+        let keys = self.con.scan(&pattern)?;
+        Ok(keys
+            .iter()
+            .filter_map(|key| {
+                key.strip_prefix(head.as_str())
                     .and_then(|k| k.strip_suffix(tail.as_str()))
-                {
-                    if crate::name::check(name).is_ok() {
-                        names.insert(name.to_owned());
-                    }
-                }
-            }
-            if next == 0 {
-                return Ok(names);
-            }
-            cursor = next;
-        }
+            })
+            .filter(|name| crate::name::check(name).is_ok())
+            .map(str::to_owned)
+            .collect())
     }
 }
 
@@ -843,13 +832,6 @@ fn listen(
 /// audit records.
 pub fn utc_date(t: SystemTime) -> String {
     crate::utc::rfc3339(t)
-}
-
-fn connection(client: &redis::Client, timeout: Duration) -> Result<Connection, FleetAdminError> {
-    let con = client.get_connection_with_timeout(timeout)?;
-    con.set_read_timeout(Some(timeout))?;
-    con.set_write_timeout(Some(timeout))?;
-    Ok(con)
 }
 
 fn invalid(field: &'static str, rule: &'static str, value: String) -> FleetAdminError {

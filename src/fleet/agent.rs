@@ -18,10 +18,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Select, TryRecvError};
-use redis::{Connection, RedisError, RedisResult};
+use redis::{RedisError, RedisResult};
 
+use crate::fleet::link::Link;
 use crate::fleet::member::{Held, Member, Op};
-use crate::fleet::scripts::{self, Keys, View};
+use crate::fleet::scripts::{Keys, View};
 use crate::fleet::snapshot::Stats;
 use crate::fleet::url::RedisUrl;
 use crate::fleet::{FailureWindow, Settings};
@@ -107,13 +108,9 @@ impl Agent {
         outage: &mut Option<Instant>,
         established: &mut bool,
     ) -> RedisResult<()> {
-        let mut con = s.client.get_connection_with_timeout(s.timeout)?;
-        con.set_read_timeout(Some(s.timeout))?;
-        con.set_write_timeout(Some(s.timeout))?;
-        let shas = scripts::load(&mut con)?;
-        let mut sub = s.client.get_connection_with_timeout(s.timeout)?;
-        sub.set_read_timeout(Some(s.timeout))?;
-        sub.set_write_timeout(Some(s.timeout))?;
+        let mut con = s.topology.connect(s.timeout)?;
+        let shas = con.load_scripts()?;
+        let mut sub = s.topology.pubsub(&con, s.timeout)?;
         // SUBSCRIBE as a command, so that a refusal (an ACL user without
         // the channel, `NOPERM`) is an error here: `PubSub::subscribe`
         // ignores the server's answer, and the agent would run without
@@ -189,15 +186,15 @@ impl Agent {
 
     /// One round trip: the last writes of breakers that left, then every
     /// breaker's writes and due reads, pipelined.
-    fn tick(&mut self, con: &mut Connection, shas: &[String]) -> RedisResult<()> {
+    fn tick(&mut self, con: &mut Link, shas: &[String]) -> RedisResult<()> {
         self.drop_gone();
         let now = Instant::now();
         let s = &self.settings;
-        let mut pipe = redis::pipe();
+        let mut pipe = Vec::new();
         // Which member each command is for (`None`: one that left).
         let mut sent: Vec<(Option<usize>, Op)> = Vec::new();
         for (keys, name, op) in self.leaving.drain(..) {
-            pipe.add_command(command(s, shas, &keys, name.as_str(), &op, false));
+            pipe.push(command(s, shas, &keys, name.as_str(), &op, false));
             sent.push((None, op));
         }
         for (i, m) in self.members.iter_mut().enumerate() {
@@ -211,7 +208,7 @@ impl Agent {
                     // Queued only by a fleet with a window.
                     continue;
                 }
-                pipe.add_command(command(s, shas, &m.keys, m.name(), &op, want));
+                pipe.push(command(s, shas, &m.keys, m.name(), &op, want));
                 sent.push((Some(i), op));
             }
             m.ops = ops;
@@ -219,7 +216,7 @@ impl Agent {
         if sent.is_empty() {
             return Ok(());
         }
-        let views: Vec<View> = pipe.query(con)?;
+        let views: Vec<View> = con.pipeline(pipe)?;
         for ((i, op), view) in sent.iter().zip(&views) {
             let Some(m) = i.map(|i| &mut self.members[i]) else {
                 continue;

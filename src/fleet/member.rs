@@ -613,7 +613,9 @@ pub(crate) mod tests {
     pub(crate) fn settings() -> Settings {
         let url = "redis://127.0.0.1:1/";
         Settings {
-            client: redis::Client::open(url).expect("a valid URL"),
+            topology: crate::fleet::link::Topology::Server(
+                redis::Client::open(url).expect("a valid URL"),
+            ),
             redis: RedisUrl::new(url.into()),
             prefix: "test".into(),
             channel: "test:fleet".into(),

@@ -56,6 +56,7 @@
 mod admin;
 mod agent;
 mod idle;
+mod link;
 mod member;
 mod scripts;
 mod snapshot;
@@ -83,6 +84,7 @@ pub use snapshot::FleetSnapshot;
 use crate::breaker::WeakBreaker;
 use crate::{Breaker, ConfigError};
 use agent::{Agent, Control};
+use link::Topology;
 use member::Member;
 use snapshot::Stats;
 use tls::TlsSettings;
@@ -111,8 +113,9 @@ pub(crate) const DEFAULT_IDLE_EXPIRY: Duration = Duration::from_secs(7 * 24 * 60
 
 /// The settings an agent runs with, checked by [`FleetBuilder::build`].
 pub(crate) struct Settings {
-    pub(crate) client: redis::Client,
-    /// The URL, for log lines and `Debug`: its password never shows.
+    /// Where Redis is: one server, Sentinel's master, or a Cluster.
+    pub(crate) topology: Topology,
+    /// The URL (or URLs), for log lines and `Debug`: no password shows.
     pub(crate) redis: RedisUrl,
     pub(crate) prefix: String,
     pub(crate) channel: String,
@@ -190,7 +193,47 @@ impl Fleet {
     /// `Debug` of the builder and of the fleet, errors and log lines print
     /// the URL as `rediss://user:***@host:port/db`.
     pub fn builder(url: impl Into<String>) -> FleetBuilder {
-        FleetBuilder::new(url.into())
+        FleetBuilder::new(RedisUrl::new(url.into()), Kind::Server)
+    }
+
+    /// Starts building a fleet agent for the Redis master that Redis
+    /// Sentinel names `service`, asking the sentinels at `sentinels`
+    /// (`redis://[user:password@]host:port/`, each with its own password
+    /// if the sentinels ask for one). The master's own user and password,
+    /// if it has them, are [`master_auth`](FleetBuilder::master_auth).
+    ///
+    /// The agent asks the sentinels for the master at every connection:
+    /// after a failover, its connection to the old master fails (or is
+    /// closed by Sentinel), and it reconnects to the new one, as after any
+    /// outage. Database 0.
+    pub fn sentinel_builder<I, S>(service: impl Into<String>, sentinels: I) -> FleetBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let urls: Vec<RedisUrl> = sentinels
+            .into_iter()
+            .map(|u| RedisUrl::new(u.into()))
+            .collect();
+        let service = service.into();
+        let shown = RedisUrl::listed(&format!("sentinel master `{service}` at"), &urls);
+        FleetBuilder::new(shown, Kind::Sentinel { service, urls })
+    }
+
+    /// Starts building a fleet agent for the Redis Cluster whose seed nodes
+    /// are at `nodes` (`redis://[user:password@]host:port/`, one password
+    /// for all). Each breaker's keys live in one slot; the agent's round
+    /// trip sends each script to its slot's master, and it subscribes to
+    /// the fleet's channel on a seed node (a publication reaches every
+    /// node). Database 0.
+    pub fn cluster_builder<I, S>(nodes: I) -> FleetBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let urls: Vec<RedisUrl> = nodes.into_iter().map(|u| RedisUrl::new(u.into())).collect();
+        let shown = RedisUrl::listed("cluster at", &urls);
+        FleetBuilder::new(shown, Kind::Cluster { urls })
     }
 
     /// Shares `breaker`'s state with every process whose agent has a
@@ -316,7 +359,11 @@ impl fmt::Debug for Fleet {
 /// | `failure_window` | off |
 #[derive(Clone)]
 pub struct FleetBuilder {
+    /// The URL of a single server; of the others, their URLs as shown.
     url: RedisUrl,
+    kind: Kind,
+    /// The master's user and password, with Sentinel.
+    master_auth: Option<(Option<String>, tls::Secret)>,
     tls: TlsSettings,
     prefix: String,
     timeout: Duration,
@@ -346,10 +393,25 @@ impl fmt::Debug for FleetBuilder {
     }
 }
 
+/// Which kind of Redis a builder is for.
+#[derive(Clone, Debug)]
+enum Kind {
+    Server,
+    Sentinel {
+        service: String,
+        urls: Vec<RedisUrl>,
+    },
+    Cluster {
+        urls: Vec<RedisUrl>,
+    },
+}
+
 impl FleetBuilder {
-    fn new(url: String) -> FleetBuilder {
+    fn new(url: RedisUrl, kind: Kind) -> FleetBuilder {
         FleetBuilder {
-            url: RedisUrl::new(url),
+            url,
+            kind,
+            master_auth: None,
             tls: TlsSettings::default(),
             prefix: "fusebox".into(),
             timeout: Duration::from_secs(1),
@@ -364,6 +426,19 @@ impl FleetBuilder {
             presence: None,
             idle_expiry: DEFAULT_IDLE_EXPIRY,
         }
+    }
+
+    /// With [`Fleet::sentinel_builder`]: the user (`None`: the default user)
+    /// and password the master asks for (`requirepass`, or an ACL user),
+    /// when they are not the sentinels'. Never shown.
+    pub fn master_auth(mut self, user: Option<&str>, password: impl Into<String>) -> Self {
+        let password = password.into();
+        self.url = self.url.with_secret(password.clone());
+        self.master_auth = Some((
+            user.map(str::to_owned),
+            tls::Secret::new(password.into_bytes()),
+        ));
+        self
     }
 
     /// The prefix of every key and of the channel: one per environment
@@ -538,13 +613,12 @@ impl FleetBuilder {
     /// [`build`](Self::build) would refuse, or
     /// [`FleetAdminError::Unavailable`].
     pub fn admin(&self) -> Result<FleetAdmin, FleetAdminError> {
-        let info = self
-            .url
-            .connection_info()
-            .map_err(|_| FleetAdminError::Url)?;
-        let client = tls::client(info, &self.tls)?;
+        let topology = self.topology().map_err(|e| match e {
+            ConfigError::Invalid { field: "url", .. } => FleetAdminError::Url,
+            e => FleetAdminError::Invalid(e),
+        })?;
         FleetAdmin::with_client(
-            client,
+            topology,
             self.url.clone(),
             &self.prefix,
             self.timeout,
@@ -572,8 +646,7 @@ impl FleetBuilder {
     /// `idle_expiry` under `presence`.
     pub fn build(self) -> Result<Fleet, ConfigError> {
         let invalid = |field, rule, value: String| ConfigError::Invalid { field, rule, value };
-        let info = self.url.connection_info().map_err(|_| tls::url_refused())?;
-        let client = tls::client(info, &self.tls)?;
+        let topology = self.topology()?;
         check_prefix(&self.prefix)?;
         for (field, d) in [
             ("timeout", self.timeout),
@@ -642,7 +715,7 @@ impl FleetBuilder {
             }),
         };
         let settings = Arc::new(Settings {
-            client,
+            topology,
             redis: self.url,
             channel: scripts::channel(&self.prefix),
             prefix: self.prefix,
@@ -680,6 +753,89 @@ impl FleetBuilder {
             control: Some(tx),
             thread: Some(thread),
         })
+    }
+}
+
+impl FleetBuilder {
+    /// The Redis this builder is for, its URLs and TLS settings checked.
+    fn topology(&self) -> Result<Topology, ConfigError> {
+        let urls = match &self.kind {
+            Kind::Server => {
+                let info = self.url.connection_info().map_err(|_| tls::url_refused())?;
+                return Ok(Topology::Server(tls::client(info, &self.tls)?));
+            }
+            Kind::Sentinel { urls, .. } | Kind::Cluster { urls } => urls,
+        };
+        if let Some(field) = self.tls.first_field() {
+            return Err(ConfigError::Invalid {
+                field,
+                rule: "is not supported with Sentinel or Cluster (their rediss:// URLs trust the system's roots)",
+                value: "(not shown)".into(),
+            });
+        }
+        if urls.is_empty() {
+            return Err(ConfigError::Invalid {
+                field: "url",
+                rule: "must name at least one sentinel or node",
+                value: "none".into(),
+            });
+        }
+        let mut infos = Vec::with_capacity(urls.len());
+        for url in urls {
+            let info = url.connection_info().map_err(|_| tls::url_refused())?;
+            // The same checks as for one server (`#insecure` refused, a
+            // crypto provider installed for rediss://).
+            tls::client(info.clone(), &TlsSettings::default())?;
+            infos.push(info);
+        }
+        let refused = |_| tls::url_refused();
+        match &self.kind {
+            Kind::Server => unreachable!("returned above"),
+            Kind::Sentinel { service, .. } => {
+                let mut master = redis::RedisConnectionInfo::default().set_skip_set_lib_name();
+                if let Some((user, password)) = &self.master_auth {
+                    if let Some(user) = user {
+                        master = master.set_username(user);
+                    }
+                    master = master.set_password(password.text());
+                }
+                let mut node = redis::sentinel::SentinelNodeConnectionInfo::default()
+                    .set_redis_connection_info(master);
+                if urls.iter().any(RedisUrl::is_tls) {
+                    node = node.set_tls_mode(redis::TlsMode::Secure);
+                }
+                let client = redis::sentinel::SentinelClient::build(
+                    infos,
+                    service,
+                    Some(node),
+                    redis::sentinel::SentinelServerType::Master,
+                )
+                .map_err(refused)?;
+                let sentinel = link::Sentinel::start(client).map_err(|e| ConfigError::Invalid {
+                    field: "thread",
+                    rule: "could not be started",
+                    value: e.to_string(),
+                })?;
+                Ok(Topology::Sentinel(sentinel))
+            }
+            Kind::Cluster { .. } => {
+                let nodes = infos
+                    .iter()
+                    .map(|i| redis::Client::open(i.clone()).map_err(refused))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let client = redis::cluster::ClusterClientBuilder::new(infos)
+                    .connection_timeout(self.timeout)
+                    .response_timeout(self.timeout)
+                    // The agent has its own backoff: a failed round trip is
+                    // an outage, not a wait inside the redis crate.
+                    .retries(1)
+                    .min_retry_wait(1)
+                    .max_retry_wait(10)
+                    .build()
+                    .map_err(refused)?;
+                Ok(Topology::Cluster { client, nodes })
+            }
+        }
     }
 }
 

@@ -5,7 +5,7 @@
 //! fleet view (see [`View`]). Each breaker's keys share the hash tag
 //! `{prefix:name}`, so a script touches one slot of a Redis Cluster.
 
-use redis::{FromRedisValue, RedisResult, Value};
+use redis::{FromRedisValue, Value};
 
 /// The keys of one breaker, and the channel its changes are announced on.
 #[derive(Debug, Clone)]
@@ -495,16 +495,6 @@ pub(crate) fn lease_of(token: &str, agent: &str) -> Option<i64> {
     let epoch = parts.next()?.parse().ok()?;
     parts.next()?;
     (parts.next()? == agent).then_some(epoch)
-}
-
-/// Loads the scripts on a connection in one round trip, returning their
-/// SHA1 digests in the order of [`Script`].
-pub(crate) fn load(con: &mut redis::Connection) -> RedisResult<Vec<String>> {
-    let mut pipe = redis::pipe();
-    for s in sources() {
-        pipe.cmd("SCRIPT").arg("LOAD").arg(s);
-    }
-    pipe.query(con)
 }
 
 #[cfg(test)]

@@ -23,6 +23,17 @@ use crate::ConfigError;
 #[derive(Clone)]
 pub(crate) struct Secret(Vec<u8>);
 
+impl Secret {
+    pub(crate) fn new(bytes: Vec<u8>) -> Secret {
+        Secret(bytes)
+    }
+
+    /// The secret as text (a password).
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0).into_owned()
+    }
+}
+
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("<redacted>")
@@ -44,7 +55,7 @@ impl TlsSettings {
     }
 
     /// The field of the first setting given, for errors.
-    fn first_field(&self) -> Option<&'static str> {
+    pub(crate) fn first_field(&self) -> Option<&'static str> {
         if self.ca.is_some() {
             Some("tls_ca")
         } else if self.client.is_some() {

@@ -78,8 +78,43 @@ impl RedisUrl {
     /// What the redis crate makes of the URL. Its errors never hold the
     /// URL or the password (they name what is wrong: "Invalid database
     /// number", a scheme it does not know).
+    ///
+    /// The connection skips `CLIENT SETINFO`, whose two answers the redis
+    /// crate would each wait the whole timeout for on a hung server.
     pub(crate) fn connection_info(&self) -> RedisResult<ConnectionInfo> {
-        self.text.as_str().into_connection_info()
+        let info = self.text.as_str().into_connection_info()?;
+        let settings = info.redis_settings().clone().set_skip_set_lib_name();
+        Ok(info.set_redis_settings(settings))
+    }
+
+    /// Several URLs shown as one, after `label` (`sentinel master `m` at
+    /// redis://a:26379/, redis://b:26379/`): every password is hidden and
+    /// scrubbed. Not a URL to connect to.
+    pub(crate) fn listed(label: &str, urls: &[RedisUrl]) -> RedisUrl {
+        let shown: Vec<&str> = urls.iter().map(|u| u.shown.as_str()).collect();
+        let mut secrets: Vec<String> = urls.iter().flat_map(|u| u.secrets.clone()).collect();
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        secrets.dedup();
+        RedisUrl {
+            text: String::new(),
+            shown: format!("{label} {}", shown.join(", ")),
+            secrets,
+        }
+    }
+
+    /// The same, with `secret` scrubbed too.
+    pub(crate) fn with_secret(mut self, secret: String) -> RedisUrl {
+        if !secret.is_empty() {
+            self.secrets.push(secret);
+            self.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+            self.secrets.dedup();
+        }
+        self
+    }
+
+    /// Whether it is a `rediss://` URL.
+    pub(crate) fn is_tls(&self) -> bool {
+        self.text.starts_with("rediss://")
     }
 
     /// `text` with every occurrence of the URL's password replaced by
