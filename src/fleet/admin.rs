@@ -247,6 +247,9 @@ pub struct FleetAdmin {
     create: bool,
     /// When every call must have answered by, if set.
     deadline: Option<Instant>,
+    /// Whether the connection failed: the next call connects afresh (to
+    /// the new master, after a failover).
+    broken: bool,
 }
 
 impl fmt::Debug for FleetAdmin {
@@ -304,6 +307,7 @@ impl FleetAdmin {
             idle_expiry,
             create: false,
             deadline: None,
+            broken: false,
         })
     }
 
@@ -342,8 +346,22 @@ impl FleetAdmin {
                 left.min(self.timeout)
             }
         };
+        if self.broken {
+            self.con = self.topology.connect(wait)?;
+            self.broken = false;
+        }
         self.con.set_timeout(wait)?;
         Ok(())
+    }
+
+    /// A call's result, its error scrubbed of the URL's password; after a
+    /// failed connection, the next call connects again. A call is never
+    /// sent twice: an override whose answer was lost may have been written.
+    fn settle<T>(&mut self, result: Result<T, FleetAdminError>) -> Result<T, FleetAdminError> {
+        if let Err(FleetAdminError::Unavailable(_)) = &result {
+            self.broken = true;
+        }
+        result.map_err(|e| e.scrub(&self.url))
     }
 
     /// The prefix of the fleet's keys.
@@ -360,7 +378,7 @@ impl FleetAdmin {
     /// rules, or a Redis error.
     pub fn status(&mut self, name: &str) -> Result<BreakerStatus, FleetAdminError> {
         let status = self.peek(name);
-        status.map_err(|e| e.scrub(&self.url))
+        self.settle(status)
     }
 
     fn peek(&mut self, name: &str) -> Result<BreakerStatus, FleetAdminError> {
@@ -379,7 +397,7 @@ impl FleetAdmin {
     /// A Redis error.
     pub fn list(&mut self) -> Result<Vec<BreakerStatus>, FleetAdminError> {
         let all = self.list_all();
-        all.map_err(|e| e.scrub(&self.url))
+        self.settle(all)
     }
 
     fn list_all(&mut self) -> Result<Vec<BreakerStatus>, FleetAdminError> {
@@ -463,7 +481,7 @@ impl FleetAdmin {
         count: usize,
     ) -> Result<Vec<AuditEntry>, FleetAdminError> {
         let entries = self.read_audit(name, count);
-        entries.map_err(|e| e.scrub(&self.url))
+        self.settle(entries)
     }
 
     fn read_audit(
@@ -545,6 +563,7 @@ impl FleetAdmin {
             idle_expiry: self.idle_expiry,
             create: false,
             deadline: self.deadline,
+            broken: false,
         };
         let (tx, rx) = crossbeam_channel::bounded(FleetWatch::CAPACITY);
         let stop = Arc::new(AtomicBool::new(false));
@@ -670,7 +689,7 @@ impl FleetAdmin {
         let view = self
             .arm()
             .and_then(|()| self.con.query::<View>(&cmd).map_err(FleetAdminError::from));
-        view.map_err(|e| e.scrub(&self.url))
+        self.settle(view)
     }
 
     /// An `EVAL` of `script` on `name`'s keys. The source goes with every

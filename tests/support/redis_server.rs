@@ -1,14 +1,17 @@
 //! A real `redis-server` for tests, on a free loopback port, with no
 //! persistence; killed when dropped, and restartable on the same port.
-//! [`RedisServer::start_with`] adds TLS (the only port then speaks TLS) and
-//! ACL users.
+//! [`RedisServer::start_with`] adds TLS (the only port then speaks TLS),
+//! ACL users and other arguments. [`RedisCluster`] starts a Redis Cluster of
+//! three masters with a replica each (`redis-cli --cluster create`), and
+//! [`RedisSentinels`] a master, a replica and three sentinels
+//! (`redis-server --sentinel`).
 //!
 //! Use it from a test file with
 //! `#[path = "support/redis_server.rs"] mod redis_server;`.
 //!
-//! `redis-server` must be installed (`scripts/test` installs it): if it is
-//! missing, starting one panics with a message that says so, so that no
-//! test is skipped silently.
+//! `redis-server` and `redis-cli` must be installed (`scripts/test`
+//! installs them): if one is missing, starting a server panics with a
+//! message that says so, so that no test is skipped silently.
 // Each test file uses its own subset of these helpers.
 #![allow(dead_code)]
 
@@ -26,6 +29,11 @@ pub struct Options {
     /// ACL users, one `user` directive each, as `redis.conf` writes them
     /// (`"fleet on >password ~{prod:* &prod:fleet +evalsha"`).
     pub users: Vec<String>,
+    /// More arguments (`--replicaof 127.0.0.1 PORT`).
+    pub args: Vec<String>,
+    /// A directory of its own for the server's files (a cluster node's
+    /// `nodes.conf`), removed when the server is dropped.
+    pub dir: bool,
 }
 
 /// The server's side of TLS: PEM files, and whether clients must show a
@@ -62,6 +70,7 @@ pub struct RedisServer {
     port: u16,
     options: Options,
     child: Option<Child>,
+    dir: Option<PathBuf>,
 }
 
 impl RedisServer {
@@ -76,10 +85,18 @@ impl RedisServer {
         // Another process may take the free port before the server binds
         // it; then the server exits, and another port is tried.
         for _ in 0..5 {
+            let port = free_port();
+            let dir = options.dir.then(|| {
+                let dir = std::env::temp_dir()
+                    .join(format!("fusebox-redis-{}-{port}", std::process::id()));
+                std::fs::create_dir_all(&dir).expect("a directory for the server");
+                dir
+            });
             let mut server = RedisServer {
-                port: free_port(),
+                port,
                 options: options.clone(),
                 child: None,
+                dir,
             };
             if server.launch() {
                 return server;
@@ -169,6 +186,10 @@ impl RedisServer {
         for user in &self.options.users {
             command.arg("--user").args(user.split_whitespace());
         }
+        command.args(&self.options.args);
+        if let Some(dir) = &self.dir {
+            command.arg("--dir").arg(dir);
+        }
         let child = command
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .args(debug_command())
@@ -219,6 +240,252 @@ impl RedisServer {
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// `redis-cli` with `args`; its output. Panics if it is missing or fails.
+pub fn redis_cli(args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run redis-cli ({e}): the fleet tests need it on PATH; \
+                 scripts/test installs it (apt-get install -y redis-tools)"
+            )
+        });
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "redis-cli {args:?}: {out:?}");
+    text
+}
+
+/// One command to the server at `port`, as `redis-cli` prints its answer.
+pub fn cli_at(port: u16, args: &[&str]) -> String {
+    let port = port.to_string();
+    let mut all = vec!["-h", "127.0.0.1", "-p", port.as_str()];
+    all.extend_from_slice(args);
+    redis_cli(&all)
+}
+
+/// A Redis Cluster on loopback: three masters with a replica each, every
+/// node on a free port (`--cluster-node-timeout 1000`, so that a replica
+/// takes over a second or two after its master dies).
+#[derive(Debug)]
+pub struct RedisCluster {
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    pub fn start() -> RedisCluster {
+        let options = Options {
+            args: [
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                "1000",
+                "--cluster-replica-validity-factor",
+                "0",
+            ]
+            .map(String::from)
+            .to_vec(),
+            dir: true,
+            ..Options::default()
+        };
+        let nodes: Vec<RedisServer> = (0..6)
+            .map(|_| RedisServer::start_with(options.clone()))
+            .collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port()))
+            .collect();
+        let mut args = vec!["--cluster", "create"];
+        args.extend(addrs.iter().map(String::as_str));
+        args.extend(["--cluster-replicas", "1", "--cluster-yes"]);
+        redis_cli(&args);
+        let cluster = RedisCluster { nodes };
+        wait_for(
+            "every node to see the cluster ok, with its replicas",
+            || {
+                cluster
+                    .live()
+                    .all(|n| cli_at(n.port(), &["CLUSTER", "INFO"]).contains("cluster_state:ok"))
+                    && cluster.replicas_of_masters() == 3
+            },
+        );
+        cluster
+    }
+
+    /// The seed URLs: every node's.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+
+    fn live(&self) -> impl Iterator<Item = &RedisServer> {
+        self.nodes.iter().filter(|n| n.child.is_some())
+    }
+
+    /// `CLUSTER NODES` as a live node sees it.
+    fn table(&self) -> String {
+        let node = self.live().next().expect("a live node");
+        cli_at(node.port(), &["CLUSTER", "NODES"])
+    }
+
+    /// How many replicas are attached to live masters.
+    fn replicas_of_masters(&self) -> usize {
+        self.table()
+            .lines()
+            .filter(|l| l.contains("slave") && !l.contains("fail") && !l.contains(" - "))
+            .count()
+    }
+
+    /// The port of the master that serves `key`'s slot now, as a live
+    /// node sees it (none while its master has failed and no replica has
+    /// taken over yet).
+    pub fn master_of(&self, key: &str) -> Option<u16> {
+        let node = self.live().next().expect("a live node");
+        let slot: u16 = cli_at(node.port(), &["CLUSTER", "KEYSLOT", key])
+            .trim()
+            .parse()
+            .expect("a slot");
+        for line in self.table().lines() {
+            let fields: Vec<&str> = line.split(' ').collect();
+            if !fields[2].contains("master") || fields[2].contains("fail") {
+                continue;
+            }
+            let serves = fields[8..].iter().any(|range| {
+                let (lo, hi) = range.split_once('-').unwrap_or((range, range));
+                matches!((lo.parse::<u16>(), hi.parse::<u16>()), (Ok(lo), Ok(hi)) if (lo..=hi).contains(&slot))
+            });
+            if serves {
+                let addr = fields[1].split('@').next().unwrap();
+                return addr.rsplit(':').next().unwrap().parse().ok();
+            }
+        }
+        None
+    }
+
+    /// Kills the node at `port` (SIGKILL).
+    pub fn kill(&mut self, port: u16) {
+        self.nodes
+            .iter_mut()
+            .find(|n| n.port() == port)
+            .expect("a node of the cluster")
+            .kill();
+    }
+}
+
+/// The master name the sentinels of [`RedisSentinels`] monitor.
+pub const SERVICE: &str = "fusebox-master";
+
+/// A master, a replica of it, and three sentinels monitoring it as
+/// [`SERVICE`] (quorum 2, `down-after-milliseconds 500`), each on a free
+/// loopback port.
+#[derive(Debug)]
+pub struct RedisSentinels {
+    pub master: RedisServer,
+    pub replica: RedisServer,
+    pub sentinels: Vec<RedisServer>,
+}
+
+impl RedisSentinels {
+    pub fn start() -> RedisSentinels {
+        let master = RedisServer::start();
+        let replica = RedisServer::start_with(Options {
+            args: vec![
+                "--replicaof".into(),
+                "127.0.0.1".into(),
+                master.port().to_string(),
+            ],
+            ..Options::default()
+        });
+        let sentinels: Vec<RedisServer> = (0..3)
+            .map(|_| RedisServer::start_sentinel(master.port()))
+            .collect();
+        let group = RedisSentinels {
+            master,
+            replica,
+            sentinels,
+        };
+        wait_for("the sentinels to know the replica and each other", || {
+            group.sentinels.iter().all(|s| {
+                let replicas = cli_at(s.port(), &["SENTINEL", "REPLICAS", SERVICE]);
+                let others = cli_at(s.port(), &["SENTINEL", "SENTINELS", SERVICE]);
+                replicas.contains("slave") && others.matches("name").count() == 2
+            })
+        });
+        group
+    }
+
+    /// The sentinels' URLs.
+    pub fn urls(&self) -> Vec<String> {
+        self.sentinels.iter().map(RedisServer::url).collect()
+    }
+
+    /// The master's port as the sentinels name it now.
+    pub fn master_port(&self) -> Option<u16> {
+        let answer = cli_at(
+            self.sentinels[0].port(),
+            &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE],
+        );
+        answer.lines().nth(1)?.trim().parse().ok()
+    }
+}
+
+impl RedisServer {
+    /// A sentinel (`redis-server sentinel.conf --sentinel`) monitoring the
+    /// master at `master` as [`SERVICE`].
+    fn start_sentinel(master: u16) -> RedisServer {
+        for _ in 0..5 {
+            let port = free_port();
+            let dir = std::env::temp_dir()
+                .join(format!("fusebox-sentinel-{}-{port}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("a directory for the sentinel");
+            let conf = dir.join("sentinel.conf");
+            std::fs::write(
+                &conf,
+                format!(
+                    "port {port}\nbind 127.0.0.1\ndir {}\n\
+                     sentinel monitor {SERVICE} 127.0.0.1 {master} 2\n\
+                     sentinel down-after-milliseconds {SERVICE} 500\n\
+                     sentinel failover-timeout {SERVICE} 2000\n\
+                     sentinel parallel-syncs {SERVICE} 1\n",
+                    dir.display()
+                ),
+            )
+            .expect("write sentinel.conf");
+            let child = Command::new("redis-server")
+                .arg(&conf)
+                .arg("--sentinel")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start redis-server --sentinel ({e})"));
+            let mut server = RedisServer {
+                port,
+                options: Options::default(),
+                child: Some(child),
+                dir: Some(dir),
+            };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if server.ping() {
+                    return server;
+                }
+                if let Some(child) = server.child.as_mut() {
+                    if matches!(child.try_wait(), Ok(Some(_))) {
+                        server.child = None;
+                        break;
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        panic!("redis-server --sentinel exited at start on five free ports in a row");
     }
 }
 
