@@ -55,6 +55,7 @@ fn tls_server(certs: &Certs, auth_clients: &'static str, users: Vec<String>) -> 
             auth_clients,
         }),
         users,
+        ..Options::default()
     })
 }
 
