@@ -32,7 +32,7 @@ fn a_rediss_url_without_settings_trusts_the_system_roots() {
             ca: certs.path("ca.crt"),
             auth_clients: "no",
         }),
-        users: Vec::new(),
+        ..Options::default()
     });
     let build = || {
         Fleet::builder(redis.url())
