@@ -572,3 +572,44 @@ fn the_timeout_bounds_the_whole_command_on_a_hung_redis() {
     assert!(took < 3 * SEC + 500 * MS, "{took:?}");
     println!("fusebox-ctl --timeout 2s on a hung Redis: {took:?}");
 }
+
+#[test]
+fn status_of_a_cluster_lists_the_breakers_of_every_master() {
+    let cluster = redis_server::RedisCluster::start();
+    let urls = cluster.urls().join(",");
+    let run = |args: &[&str]| {
+        let mut all = vec!["--cluster", "--prefix", "cl"];
+        all.extend_from_slice(args);
+        let o = ctl_at(&urls, &all);
+        assert!(o.status.success(), "{args:?}: {o:?}");
+        stdout(&o)
+    };
+    let names: Vec<String> = (0..12).map(|i| format!("b{i}")).collect();
+    for n in &names {
+        run(&[
+            "force-open",
+            n,
+            "--actor",
+            "alice",
+            "--reason",
+            "spread",
+            "--create",
+        ]);
+    }
+    let masters: std::collections::BTreeSet<u16> = names
+        .iter()
+        .filter_map(|n| cluster.master_of(&format!("{{cl:{n}}}:state")))
+        .collect();
+    assert_eq!(masters.len(), 3, "the names spread over every master");
+    let all: Value = serde_json::from_str(&run(&["status", "--json"])).unwrap();
+    let mut listed: Vec<&str> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    listed.sort();
+    let mut expected: Vec<&str> = names.iter().map(String::as_str).collect();
+    expected.sort();
+    assert_eq!(listed, expected);
+}

@@ -32,6 +32,21 @@ struct Cli {
     #[arg(long, global = true, env = "FUSEBOX_REDIS_URL", hide_env_values = true)]
     url: Option<String>,
 
+    /// Redis Sentinel: the name of the master the sentinels monitor; the
+    /// URL is then the sentinels', comma-separated.
+    #[arg(
+        long,
+        global = true,
+        value_name = "SERVICE",
+        conflicts_with = "cluster"
+    )]
+    sentinel: Option<String>,
+
+    /// Redis Cluster: the URL is the seed nodes', comma-separated; status
+    /// and audit cover every master.
+    #[arg(long, global = true)]
+    cluster: bool,
+
     /// The key prefix of the fleet (one per environment).
     #[arg(long, global = true, default_value = "fusebox")]
     prefix: String,
@@ -155,9 +170,13 @@ fn main() -> ExitCode {
             )
             .exit();
     };
-    let mut fleet = Fleet::builder(url)
-        .prefix(cli.prefix.as_str())
-        .timeout(cli.timeout);
+    let urls = url.split(',').map(str::trim);
+    let fleet = match (&cli.sentinel, cli.cluster) {
+        (Some(service), _) => Fleet::sentinel_builder(service.as_str(), urls),
+        (None, true) => Fleet::cluster_builder(urls),
+        (None, false) => Fleet::builder(url),
+    };
+    let mut fleet = fleet.prefix(cli.prefix.as_str()).timeout(cli.timeout);
     let read = |path: &std::path::Path| {
         std::fs::read(path).unwrap_or_else(|e| {
             Cli::command()
