@@ -21,13 +21,27 @@
 //!    a breaker alone is timed one by one, in alternating blocks; p50 / p99
 //!    / p99.9 / max per kind of call, and fleet / local. The timer's own
 //!    cost is in both sides.
+//! 4. **Churn**: an agent serving one breaker, then a thousand more joined
+//!    and dropped: its reads and its thread's CPU time a second, before,
+//!    with the thousand, and after (back to the baseline, as a ratio); the
+//!    keys left in Redis, how many without an expiry, and how many once a
+//!    short `idle_expiry` has passed.
+//! 5. **Failover**: three agents sharing a breaker tripped open (12 s, the
+//!    real clock) on a master, a replica and three sentinels, and on a
+//!    Cluster of three masters with a replica each; the master holding
+//!    the breaker's keys is killed in the open period. The time from the
+//!    kill to every agent reading the new master, the probes the processes
+//!    let go during the failover and after it (one per open period
+//!    without a failover), and the longest call, over several failovers.
 //!
 //! Plain timing loops, not Criterion: the figures wanted are paired ratios
 //! and percentiles of single calls and single propagations, which
 //! Criterion's estimates do not give.
 //!
-//! Needs `redis-server` on the PATH (`scripts/test` installs it). Run with
-//! `cargo bench -p fusebox-benches --bench fleet`.
+//! Needs `redis-server` and `redis-cli` on the PATH (`scripts/test`
+//! installs them). Run with `cargo bench -p fusebox-benches --bench fleet`;
+//! name sections to run only those (`-- churn failover`: `cost`,
+//! `staleness`, `outage`, `churn`, `failover`).
 
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
@@ -39,10 +53,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fusebox::fleet::Fleet;
+use fusebox::fleet::{Fleet, FleetBuilder};
 use fusebox::{Breaker, CallPath, Classifier, Reason, State};
 use parking_lot::Mutex;
-use redis_server::RedisServer;
+use redis_server::{cli_at, RedisCluster, RedisSentinels, RedisServer, SERVICE};
 
 const RUNS: usize = 21;
 const CALLS: u32 = 1_000_000;
@@ -123,11 +137,31 @@ fn err(b: &Breaker) {
 }
 
 fn main() {
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let run = |section: &str| only.is_empty() || only.iter().any(|o| o == section);
     let (mut server, url) = redis();
-    let fleet = Fleet::builder(url.as_str())
-        .prefix("bench")
-        .build()
-        .expect("fleet");
+    if run("cost") {
+        caller_cost(&url);
+    }
+    if run("staleness") {
+        staleness(&url);
+    }
+    if run("churn") {
+        churn(&url);
+    }
+    if run("outage") {
+        outage(&mut server, &url);
+    }
+    if run("failover") {
+        failover();
+    }
+}
+
+fn caller_cost(url: &str) {
+    let fleet = Fleet::builder(url).prefix("bench").build().expect("fleet");
     wait("the agent to connect", &|| fleet.snapshot().connected);
 
     println!("== caller cost, Redis up: fleet vs local (median of {RUNS} runs of {CALLS} calls)");
@@ -148,9 +182,357 @@ fn main() {
     assert_eq!((local.state(), shared.state()), (State::Open, State::Open));
     paired("refusal", &local, &shared, ok);
     println!("fleet agent: {:?}", fleet.snapshot());
+}
 
-    staleness(&url);
-    outage(&mut server, &url);
+/// Breakers joined and dropped.
+const CHURN: usize = 1_000;
+
+/// The agent thread's CPU time (user + system), from
+/// `/proc/self/task/*/stat`: the one thread named `fusebox-fleet` of the
+/// agent `fleet` (the bench runs one agent at a time here).
+fn agent_cpu() -> Duration {
+    let ticks_per_s = 100; // USER_HZ on Linux
+    let mut total = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").expect("/proc") {
+        let path = task.expect("a task").path();
+        let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        if comm.trim() != "fusebox-fleet" {
+            continue;
+        }
+        let stat = std::fs::read_to_string(path.join("stat")).unwrap_or_default();
+        // Fields after the command's closing parenthesis; utime and stime
+        // are the 14th and 15th of the whole line.
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let fields: Vec<u64> = rest
+            .split_whitespace()
+            .map(|f| f.parse().unwrap_or(0))
+            .collect();
+        total += fields[11] + fields[12];
+    }
+    Duration::from_millis(total * 1_000 / ticks_per_s)
+}
+
+/// Reads a second and agent CPU milliseconds a second, over `d`.
+fn agent_rate(fleet: &Fleet, d: Duration) -> (f64, f64) {
+    let (reads, cpu, t) = (fleet.snapshot().reads, agent_cpu(), Instant::now());
+    std::thread::sleep(d);
+    let secs = t.elapsed().as_secs_f64();
+    (
+        (fleet.snapshot().reads - reads) as f64 / secs,
+        (agent_cpu() - cpu).as_secs_f64() * 1_000.0 / secs,
+    )
+}
+
+/// Keys under `prefix`, and how many have no expiry.
+fn keys(url: &str, prefix: &str) -> (usize, usize) {
+    let mut con = redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .expect("connect");
+    let keys: Vec<String> = redis::cmd("SCAN")
+        .cursor_arg(0)
+        .arg("MATCH")
+        .arg(format!("{{{prefix}:*"))
+        .arg("COUNT")
+        .arg(1000)
+        .clone()
+        .iter(&mut con)
+        .expect("scan")
+        .map(|k| k.expect("a key"))
+        .collect();
+    let immortal = keys
+        .iter()
+        .filter(|k| {
+            redis::cmd("PTTL")
+                .arg(k.as_str())
+                .query::<i64>(&mut con)
+                .expect("pttl")
+                < 0
+        })
+        .count();
+    (keys.len(), immortal)
+}
+
+/// An agent serving one breaker, before, with, and after a thousand more.
+fn churn(url: &str) {
+    const IDLE: Duration = Duration::from_secs(3);
+    println!(
+        "\n== churn: {CHURN} breakers joined and dropped (refresh 250 ms, idle_expiry {IDLE:?})"
+    );
+    let fleet = Fleet::builder(url)
+        .prefix("churn")
+        .presence(Duration::from_secs(1))
+        .idle_expiry(IDLE)
+        .build()
+        .expect("fleet");
+    let steady = breaker("steady", u32::MAX);
+    fleet.join(&steady).expect("join");
+    wait("the agent to connect", &|| fleet.snapshot().reads > 0);
+    let window = Duration::from_secs(5);
+    let (r0, c0) = agent_rate(&fleet, window);
+    let churned: Vec<Breaker> = (0..CHURN)
+        .map(|i| breaker(&format!("c{i}"), u32::MAX))
+        .collect();
+    for b in &churned {
+        fleet.join(b).expect("join");
+    }
+    wait("every breaker to be read", &|| {
+        fleet.snapshot().reads > (CHURN as u64) * 2
+    });
+    let (r1, c1) = agent_rate(&fleet, window);
+    drop(churned);
+    wait("the agent to serve one breaker again", &|| {
+        fleet.snapshot().breakers == 1
+    });
+    let (r2, c2) = agent_rate(&fleet, window);
+    println!("{:<34} {:>10} {:>16}", "", "reads/s", "agent CPU ms/s");
+    println!("{:<34} {r0:>10.1} {c0:>16.2}", "1 breaker (baseline)");
+    println!("{:<34} {r1:>10.1} {c1:>16.2}", "1,001 breakers");
+    println!("{:<34} {r2:>10.1} {c2:>16.2}", "1 breaker again");
+    println!(
+        "after / baseline: reads {:.2}, agent CPU {}",
+        r2 / r0,
+        if c0 > 0.0 {
+            format!("{:.2}", c2 / c0)
+        } else {
+            format!("{c2:.2} against {c0:.2} ms/s")
+        }
+    );
+    let (left, immortal) = keys(url, "churn");
+    println!("keys left at once: {left}, of them without an expiry: {immortal}");
+    drop(steady);
+    drop(fleet);
+    std::thread::sleep(IDLE + Duration::from_secs(1));
+    let (left, _) = keys(url, "churn");
+    println!("keys left once idle_expiry has passed with nothing served: {left}");
+}
+
+/// Failovers measured per topology.
+const FAILOVERS: usize = 5;
+
+/// A breaker on the real clock, opening on one failure for 12 s.
+fn real_clock(name: &str) -> Breaker {
+    Breaker::builder(name)
+        .call_path(CallPath::ReferenceData)
+        .classifier(Classifier::every_error_is_a_failure())
+        .consecutive_failure_threshold(1)
+        .failure_rate_threshold(None)
+        .open_duration(Duration::from_secs(12))
+        .max_open_duration(Duration::from_secs(12))
+        .build()
+        .expect("valid config")
+}
+
+/// Waits until every replica of the master at `port` has all it had been
+/// sent.
+fn wait_for_replicas(port: u16) {
+    let offsets = || {
+        let info = cli_at(port, &["INFO", "replication"]);
+        let master: u64 = info
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("master_repl_offset:"))
+            .and_then(|v| v.parse().ok())
+            .expect("an offset");
+        let replicas: Vec<u64> = info
+            .lines()
+            .filter(|l| l.starts_with("slave"))
+            .filter_map(|l| {
+                l.split(',')
+                    .find_map(|kv| kv.strip_prefix("offset="))
+                    .and_then(|v| v.parse().ok())
+            })
+            .collect();
+        (master, replicas)
+    };
+    let (sent, _) = offsets();
+    wait("the replicas to catch up", &|| {
+        let (_, r) = offsets();
+        !r.is_empty() && r.iter().all(|&o| o >= sent)
+    });
+}
+
+/// One failover: three agents made by `fleet` share breaker `vendor`,
+/// which trips; a second into its open period `kill` kills the master
+/// holding its keys and returns when; the vendor is back at once. Returns
+/// the time to every agent reading the new master, the probes during and
+/// after, and the longest call.
+fn one_failover(
+    fleet: &dyn Fn() -> Fleet,
+    kill: &mut dyn FnMut() -> Instant,
+) -> (Duration, usize, usize, Duration) {
+    let fleets: Vec<Fleet> = (0..3).map(|_| fleet()).collect();
+    let breakers: Vec<Breaker> = (0..3).map(|_| real_clock("vendor")).collect();
+    for (f, b) in fleets.iter().zip(&breakers) {
+        f.join(b).expect("join");
+    }
+    wait("the agents to connect", &|| {
+        fleets
+            .iter()
+            .all(|f| f.snapshot().connected && f.snapshot().reads > 2)
+    });
+    let up = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let worst = Arc::new(Mutex::new(Duration::ZERO));
+    let subs: Vec<_> = breakers
+        .iter()
+        .map(|b| b.subscribe(1024).expect("subscribe"))
+        .collect();
+    let probes = || {
+        subs.iter()
+            .map(|s| {
+                std::iter::from_fn(|| s.try_recv())
+                    .filter(|c| {
+                        c.from == State::Open
+                            && c.to == State::HalfOpen
+                            && c.reason != Reason::Fleet
+                    })
+                    .count()
+            })
+            .sum::<usize>()
+    };
+    let callers: Vec<_> = breakers
+        .iter()
+        .map(|b| {
+            let (b, up, stop, worst) = (
+                b.clone(),
+                Arc::clone(&up),
+                Arc::clone(&stop),
+                Arc::clone(&worst),
+            );
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let t = Instant::now();
+                    let _ = b.call(|| {
+                        if up.load(Ordering::Relaxed) {
+                            Ok(())
+                        } else {
+                            Err(io::Error::other("down"))
+                        }
+                    });
+                    let took = t.elapsed();
+                    let mut w = worst.lock();
+                    *w = (*w).max(took);
+                    drop(w);
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            })
+        })
+        .collect();
+    wait("every process to open", &|| {
+        breakers.iter().all(|b| b.state() == State::Open)
+    });
+    probes();
+    let outages: Vec<u64> = fleets.iter().map(|f| f.snapshot().outages).collect();
+    std::thread::sleep(Duration::from_secs(1));
+    let killed = kill();
+    wait("every agent to reconnect", &|| {
+        fleets.iter().zip(&outages).all(|(f, &o)| {
+            let s = f.snapshot();
+            s.connected && s.outages > o
+        })
+    });
+    let reads: Vec<u64> = fleets.iter().map(|f| f.snapshot().reads).collect();
+    wait("every agent to read again", &|| {
+        fleets
+            .iter()
+            .zip(&reads)
+            .all(|(f, &r)| f.snapshot().reads > r + 4)
+    });
+    let took = killed.elapsed();
+    let during = probes();
+    up.store(true, Ordering::Relaxed);
+    wait_long("the fleet to close", &|| {
+        breakers.iter().all(|b| b.state() == State::Closed)
+    });
+    let after = probes();
+    stop.store(true, Ordering::Relaxed);
+    callers.into_iter().for_each(|t| t.join().expect("caller"));
+    let worst = *worst.lock();
+    (took, during, after, worst)
+}
+
+/// As [`wait`], for up to a minute (an open period runs out first).
+fn wait_long(what: &str, cond: &dyn Fn() -> bool) {
+    let t = Instant::now();
+    while !cond() {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "waited 60 s for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn quick(b: FleetBuilder, prefix: &str) -> Fleet {
+    b.prefix(prefix)
+        .tick(Duration::from_millis(2))
+        .refresh(Duration::from_millis(20))
+        .reconnect_backoff(Duration::from_millis(5), Duration::from_millis(100))
+        .build()
+        .expect("fleet")
+}
+
+fn failover() {
+    println!("\n== failover in an open period: 3 agents, the master holding the breaker's keys killed (SIGKILL)");
+    for topology in ["sentinel", "cluster"] {
+        let mut rows = Vec::new();
+        for i in 0..FAILOVERS {
+            let prefix = format!("fo{i}");
+            let row = if topology == "sentinel" {
+                let mut group = RedisSentinels::start();
+                let urls = group.urls();
+                let old = group.master.port();
+                let master_now = |g: &RedisSentinels| g.master_port();
+                one_failover(
+                    &|| quick(Fleet::sentinel_builder(SERVICE, urls.clone()), &prefix),
+                    &mut || {
+                        wait_for_replicas(old);
+                        let t = Instant::now();
+                        group.master.kill();
+                        wait("the sentinels to promote the replica", &|| {
+                            master_now(&group).is_some_and(|p| p != old)
+                        });
+                        t
+                    },
+                )
+            } else {
+                let mut cluster = RedisCluster::start();
+                let urls = cluster.urls();
+                let key = format!("{{{prefix}:vendor}}:state");
+                let master = cluster.master_of(&key).expect("a master");
+                one_failover(
+                    &|| quick(Fleet::cluster_builder(urls.clone()), &prefix),
+                    &mut || {
+                        wait_for_replicas(master);
+                        let t = Instant::now();
+                        cluster.kill(master);
+                        wait("a replica to take over", &|| {
+                            cluster.master_of(&key).is_some_and(|m| m != master)
+                        });
+                        t
+                    },
+                )
+            };
+            println!(
+                "{topology:<9} failover {i}: kill -> every agent reading the new master {:7.3} s; probes during {}, after {}; longest call {:.2} ms",
+                row.0.as_secs_f64(),
+                row.1,
+                row.2,
+                row.3.as_secs_f64() * 1_000.0
+            );
+            rows.push(row);
+        }
+        let mut times: Vec<f64> = rows.iter().map(|r| r.0.as_secs_f64()).collect();
+        times.sort_by(f64::total_cmp);
+        println!(
+            "{topology:<9} over {FAILOVERS}: failover {:.2} s median ({:.2} to {:.2}); probes during {}, after {} (one per failover: {})",
+            times[times.len() / 2],
+            times[0],
+            times[times.len() - 1],
+            rows.iter().map(|r| r.1).sum::<usize>(),
+            rows.iter().map(|r| r.2).sum::<usize>(),
+            FAILOVERS
+        );
+    }
 }
 
 /// Staleness samples per condition.
