@@ -84,6 +84,16 @@ local function holds_lease(token)
   return state == 'open' and redis.call('GET', KEYS[2]) == token
     and tonumber(string.match(token, '^(%d+):')) == epoch
 end
+-- The lease under `token` goes back, if it is still this period's: deleted
+-- and announced on `channel` as `name`.
+local function give_back(token, channel, name)
+  if token ~= '' and holds_lease(token) then
+    redis.call('DEL', KEYS[2])
+    redis.call('PUBLISH', channel, name)
+    return view(1)
+  end
+  return view(0)
+end
 -- A new period: open for `open_ms` from now (or closed when `open_ms` is
 -- nil) at backoff `step`; the lease of the last period ends, and the
 -- change is announced on `channel` as `name`.
@@ -165,12 +175,7 @@ return view(0)
 /// back and announced, so that a member that stays takes it at once.
 const LEAVE: &str = r#"
 redis.call('ZREM', KEYS[5], ARGV[1])
-if ARGV[2] ~= '' and holds_lease(ARGV[2]) then
-  redis.call('DEL', KEYS[2])
-  redis.call('PUBLISH', ARGV[3], ARGV[4])
-  return view(1)
-end
-return view(0)
+return give_back(ARGV[2], ARGV[3], ARGV[4])
 "#;
 
 /// An operator deletes the breaker's keys but its audit stream: ARGV =
@@ -314,12 +319,7 @@ return view(0)
 /// `token` still holds this period's lease (a give-back of an older period's
 /// token, or of a lease that expired, changes nothing).
 const RETURN: &str = r#"
-if holds_lease(ARGV[1]) then
-  redis.call('DEL', KEYS[2])
-  redis.call('PUBLISH', ARGV[2], ARGV[3])
-  return view(1)
-end
-return view(0)
+return give_back(ARGV[1], ARGV[2], ARGV[3])
 "#;
 
 /// How many entries a breaker's audit stream keeps, about (`XADD MAXLEN ~`:
