@@ -23,6 +23,14 @@
 //! across processes in a window in Redis, which opens the breaker
 //! everywhere when it reaches its threshold.
 //!
+//! A breaker [leaves](Fleet::leave) its fleet, or is dropped (the fleet
+//! does not keep it alive), and a new one of its name may join. Every agent
+//! renews its presence among each breaker's members at every read, and a
+//! breaker's keys expire [`idle_expiry`](FleetBuilder::idle_expiry) after
+//! the last read. Redis may be one server, the master Redis Sentinel names
+//! ([`Fleet::sentinel_builder`]) or a Redis Cluster
+//! ([`Fleet::cluster_builder`]).
+//!
 //! If Redis is unavailable or slower than [`FleetBuilder::timeout`], the
 //! breakers simply run on local state; the agent logs once per outage,
 //! counts it in [`FleetSnapshot::outages`], and reconnects with its own
