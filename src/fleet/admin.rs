@@ -265,7 +265,7 @@ impl fmt::Debug for FleetAdmin {
 impl FleetAdmin {
     /// Connects to the Redis at `url` for the fleet under `prefix`, waiting
     /// at most `timeout` to connect and for every answer. For TLS settings
-    /// (a private CA, a client certificate), use
+    /// (a private CA, a client certificate), Sentinel or a Cluster, use
     /// [`FleetBuilder::admin`](crate::fleet::FleetBuilder::admin), which
     /// this calls.
     ///

@@ -610,9 +610,12 @@ impl FleetBuilder {
         self
     }
 
-    /// Connects an operators' [`FleetAdmin`] to this fleet: the same URL,
-    /// TLS settings, prefix and `timeout` (for the connection and every
-    /// answer); the agent's other settings do not apply. Starts no thread.
+    /// Connects an operators' [`FleetAdmin`] to this fleet: the same Redis
+    /// (one server, Sentinel's master or a Cluster), TLS settings, prefix
+    /// and `timeout` (for the connection and every answer), and
+    /// `idle_expiry` for a breaker an override creates; the agent's other
+    /// settings do not apply. Starts no thread but, with Sentinel, the
+    /// lookup's.
     ///
     /// # Errors
     ///
