@@ -1214,8 +1214,9 @@ impl Inner {
             if let Some((trips, window)) = flapping {
                 let _ = catch_unwind(AssertUnwindSafe(|| {
                     log::warn!(
-                        "breaker `{}` is flapping: {trips} trips within {window:?} (docs/tuning.md says what to change)",
-                        change.breaker
+                        "breaker `{}` is flapping: {trips} trips within {} (docs/tuning.md says what to change)",
+                        change.breaker,
+                        crate::duration::display(window)
                     )
                 }));
             }

@@ -420,7 +420,7 @@ impl<T> BreakerBuilder<T> {
             "failure_window",
             s.failure_window >= Duration::from_millis(1),
             "must be at least 1 ms",
-            format_args!("{:?}", s.failure_window),
+            crate::duration::display(s.failure_window),
         )?;
         if let Some(n) = s.window_failure_threshold {
             check(
@@ -444,7 +444,7 @@ impl<T> BreakerBuilder<T> {
                 "slow_call_duration",
                 !d.is_zero(),
                 "must be greater than zero",
-                format_args!("{d:?}"),
+                crate::duration::display(d),
             )?;
         }
         if let Some(r) = s.slow_call_rate_threshold {
@@ -465,7 +465,7 @@ impl<T> BreakerBuilder<T> {
             "open_duration",
             !b.base.is_zero(),
             "must be greater than zero",
-            format_args!("{:?}", b.base),
+            crate::duration::display(b.base),
         )?;
         check(
             "backoff_multiplier",
@@ -477,7 +477,11 @@ impl<T> BreakerBuilder<T> {
             "max_open_duration",
             b.max >= b.base,
             "must not be shorter than open_duration",
-            format_args!("{:?} < {:?}", b.max, b.base),
+            format_args!(
+                "{} < {}",
+                crate::duration::display(b.max),
+                crate::duration::display(b.base)
+            ),
         )?;
         check(
             "jitter",
@@ -501,7 +505,7 @@ impl<T> BreakerBuilder<T> {
             "max_probe_duration",
             !s.max_probe_duration.is_zero(),
             "must be greater than zero",
-            format_args!("{:?}", s.max_probe_duration),
+            crate::duration::display(s.max_probe_duration),
         )?;
         if let Some(n) = s.flapping_trips {
             check(
@@ -515,7 +519,7 @@ impl<T> BreakerBuilder<T> {
             "flapping_window",
             s.flapping_window >= Duration::from_millis(1),
             "must be at least 1 ms",
-            format_args!("{:?}", s.flapping_window),
+            crate::duration::display(s.flapping_window),
         )?;
         self.validate_parity()?;
         let any_condition =
@@ -559,7 +563,7 @@ impl<T> BreakerBuilder<T> {
                 "closed_interval",
                 d >= Duration::from_millis(1),
                 "must be at least 1 ms (or None)",
-                format_args!("{d:?}"),
+                crate::duration::display(d),
             )?;
         }
         if let Some(r) = s.half_open_rate {

@@ -137,7 +137,7 @@ impl fmt::Display for Rejected {
             (state, _) => write!(f, "breaker `{}` is {state}", self.breaker())?,
         }
         if let Some(d) = self.retry_after() {
-            write!(f, ", retry after {d:?}")?;
+            write!(f, ", retry after {}", crate::duration::display(d))?;
         }
         Ok(())
     }

@@ -150,7 +150,7 @@ impl fmt::Display for Reason {
             } => write!(
                 f,
                 "latency {} above threshold for {consecutive_windows} windows",
-                Millis(*observed)
+                crate::duration::display(*observed)
             ),
             Reason::WindowErrorRate { rate, calls } => {
                 write!(
@@ -177,7 +177,9 @@ impl fmt::Display for Reason {
             Reason::OpenPeriodElapsed => f.write_str("open period elapsed"),
             Reason::ProbeSucceeded { successes } => write!(f, "{successes} probe(s) succeeded"),
             Reason::ProbeFailed => f.write_str("probe failed"),
-            Reason::ProbeSlow { elapsed } => write!(f, "probe was slow ({})", Millis(*elapsed)),
+            Reason::ProbeSlow { elapsed } => {
+                write!(f, "probe was slow ({})", crate::duration::display(*elapsed))
+            }
             Reason::ProbeExpired => f.write_str("probe did not report back in time"),
             Reason::RampFailed => f.write_str("a call failed during the ramp-up"),
             Reason::ForcedOpen { actor, note } => {
@@ -220,15 +222,6 @@ impl fmt::Display for Printable<'_> {
             }
         }
         Ok(())
-    }
-}
-
-/// A duration printed in milliseconds with one decimal, for log lines.
-struct Millis(Duration);
-
-impl fmt::Display for Millis {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:.1} ms", self.0.as_secs_f64() * 1e3)
     }
 }
 

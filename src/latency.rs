@@ -127,13 +127,13 @@ impl LatencyTrip {
             "latency_trip.threshold",
             !self.threshold.is_zero(),
             "must be greater than zero",
-            format_args!("{:?}", self.threshold),
+            crate::duration::display(self.threshold),
         )?;
         check(
             "latency_trip.window",
             self.window >= Duration::from_millis(1),
             "must be at least 1 ms",
-            format_args!("{:?}", self.window),
+            crate::duration::display(self.window),
         )?;
         check(
             "latency_trip.consecutive_windows",

@@ -122,7 +122,8 @@
 //! - `prometheus`: the registry's metrics on the `prometheus-client` crate,
 //!   read from snapshots at scrape time.
 //! - `serde`: a registry's templates and breakers from TOML, or anything
-//!   serde reads, with human durations (`config_file`).
+//!   serde reads, with durations in the crate's one grammar ([`duration`]),
+//!   in `config_file`.
 //! - `admin`: a small HTTP endpoint on its own threads, for metrics, JSON
 //!   snapshots, a readiness probe, the audit trail and audited overrides
 //!   behind a bearer token (`admin`).
@@ -161,6 +162,7 @@ mod config;
 pub mod config_file;
 mod count_window;
 mod counter;
+pub mod duration;
 mod error;
 mod events;
 #[cfg(feature = "redis")]

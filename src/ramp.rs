@@ -80,7 +80,7 @@ impl RampUp {
             "ramp_up",
             !self.duration.is_zero(),
             "must last longer than zero",
-            format_args!("{:?}", self.duration),
+            crate::duration::display(self.duration),
         )?;
         crate::config::check(
             "ramp_up",

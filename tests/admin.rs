@@ -257,6 +257,35 @@ fn a_bad_expiry_gets_400_and_changes_nothing() {
     unchanged(&registry);
 }
 
+#[test]
+fn an_expiry_is_read_in_the_crates_one_duration_grammar() {
+    for (text, seconds) in [
+        ("1h 30m", 5_400.0),
+        ("1m30s", 90.0),
+        ("PT30M", 1_800.0),
+        ("4.1s", 4.1),
+    ] {
+        let (_registry, admin) = start();
+        let body = format!(r#"{{"actor": "a", "reason": "r", "expires_after": "{text}"}}"#);
+        let answer = post(admin.addr(), "/breakers/news/force-open", bearer(), &body);
+        assert_eq!(answer.status, 200, "{text}: {}", answer.body);
+        assert_eq!(answer.json()["expires_after_seconds"], seconds, "{text}");
+    }
+    let (registry, admin) = start();
+    let answer = post(
+        admin.addr(),
+        "/breakers/news/force-open",
+        bearer(),
+        r#"{"actor": "a", "reason": "r", "expires_after": "-5s"}"#,
+    );
+    assert_eq!(answer.status, 400);
+    assert_eq!(
+        answer.json()["error"],
+        "`expires_after`: `-5s`: durations cannot be negative"
+    );
+    unchanged(&registry);
+}
+
 /// Asserts that nothing changed: news still closed, no audit record.
 fn unchanged(registry: &Registry) {
     assert_eq!(registry.get("news").unwrap().state(), State::Closed);

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use super::http::{Conn, Head, ReadError, Reply};
 use super::json::{AuditJson, BreakerJson};
 use super::Shared;
-use crate::registry::duration::parse as parse_duration;
+use crate::duration::parse as parse_duration;
 use crate::registry::{Action, Override, RegistryError};
 use crate::trading::WindowEnd;
 use std::time::SystemTime;

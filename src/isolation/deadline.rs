@@ -140,7 +140,7 @@ impl DeadlinePoolBuilder {
             return Err(ConfigError::Invalid {
                 field: "deadline",
                 rule: "must be more than zero",
-                value: format!("{deadline:?}"),
+                value: crate::duration::display(deadline).to_string(),
             }
             .into());
         }

@@ -82,7 +82,7 @@ impl fmt::Display for AuditRecord {
             crate::events::Printable(&self.reason)
         )?;
         if let Some(d) = self.expires_after {
-            write!(f, " (expires after {d:?})")?;
+            write!(f, " (expires after {})", crate::duration::display(d))?;
         }
         if let Some((start, end)) = self.window {
             write!(f, " (from {start:?} to {end:?})")?;

@@ -29,7 +29,6 @@
 
 mod audit;
 #[cfg_attr(not(any(feature = "serde", feature = "admin")), allow(dead_code))]
-pub(crate) mod duration;
 mod error;
 #[cfg(feature = "redis")]
 mod fleet;

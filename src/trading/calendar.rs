@@ -94,7 +94,7 @@ impl Weekly {
             "maintenance_window",
             !self.length.is_zero() && self.length < Duration::from_secs(7 * 24 * 3600),
             "must last longer than zero and less than a week",
-            format_args!("{:?}", self.length),
+            crate::duration::display(self.length),
         )
     }
 }

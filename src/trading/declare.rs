@@ -51,7 +51,7 @@ impl Recovering {
                 start.checked_add(lasting).ok_or(ConfigError::Invalid {
                     field: "maintenance_window",
                     rule: "must end within the range of the system clock",
-                    value: format!("{lasting:?} after {start:?}"),
+                    value: format!("{} after {start:?}", crate::duration::display(lasting)),
                 })?
             }
         };

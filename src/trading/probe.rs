@@ -91,7 +91,7 @@ impl HealthProbe {
             "health_probe",
             !self.deadline.is_zero(),
             "must have a deadline longer than zero",
-            format_args!("{:?}", self.deadline),
+            crate::duration::display(self.deadline),
         )
     }
 }
