@@ -235,13 +235,6 @@ impl<T> BreakerBuilder<T> {
     setter!(
         /// Consecutive failures that open the breaker, or `None` for off.
         consecutive_failure_threshold: into u32 => failure_threshold);
-
-    /// The old name of
-    /// [`consecutive_failure_threshold`](Self::consecutive_failure_threshold).
-    #[deprecated(note = "renamed to `consecutive_failure_threshold`")]
-    pub fn failure_threshold(self, value: impl Into<Option<u32>>) -> Self {
-        self.consecutive_failure_threshold(value)
-    }
     setter!(
         /// The sliding window for the window, rate and slow-call conditions.
         failure_window: Duration => failure_window);

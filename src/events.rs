@@ -353,13 +353,10 @@ impl Subscription {
         TryIter { sub: self }
     }
 
-    /// The underlying channel, for `select!` or blocking receives.
-    #[deprecated(
-        since = "0.1.1",
-        note = "ties fusebox to crossbeam-channel's major version; use `recv`, \
-                `try_recv`, `recv_timeout` or `iter` instead"
-    )]
-    pub fn receiver(&self) -> &Receiver<StateChange> {
+    /// The underlying channel, for the fleet agent to wait on beside its
+    /// other channels. Not public: crossbeam-channel stays out of the API.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn receiver(&self) -> &Receiver<StateChange> {
         &self.rx
     }
 

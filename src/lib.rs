@@ -194,8 +194,6 @@ mod window;
 pub use breaker::{Breaker, Decorated};
 pub use call_path::CallPath;
 pub use cause::FailureCause;
-#[allow(deprecated)] // `Outcome`, kept for one more release
-pub use classify::Outcome;
 pub use classify::{Classifier, ErrorView, ResultClassifier, Verdict};
 pub use config::{BreakerBuilder, BreakerConfig};
 pub use error::{CallError, ConfigError, Rejected};
