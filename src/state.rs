@@ -32,18 +32,6 @@ pub enum State {
 }
 
 impl State {
-    /// A stable gauge value: 0 closed, 1 open, 2 half-open, 3 forced open,
-    /// 4 forced closed.
-    pub const fn as_gauge(self) -> u8 {
-        match self {
-            State::Closed => 0,
-            State::Open => 1,
-            State::HalfOpen => 2,
-            State::ForcedOpen => 3,
-            State::ForcedClosed => 4,
-        }
-    }
-
     /// A short lowercase name, as used in log lines and metrics labels.
     pub const fn as_str(self) -> &'static str {
         match self {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use common::*;
 use fusebox::registry::{Override, Registry};
+use fusebox::trading::WindowEnd;
 use fusebox::{BreakerConfig, CallPath, Classifier, LatencyTrip, Snapshot, State};
 use openmetrics_parser::{MetricsExposition, OpenMetricsType, OpenMetricsValue};
 use quanta::{Clock, Mock};
@@ -80,7 +81,7 @@ fn check_breaker(expo: &Exposition, snap: &Snapshot, call_path: &str) {
     let with = |k: &'static str, v: &'static str| [l[0], l[1], (k, v)];
     assert_eq!(
         sample(expo, "fusebox_breaker_state", &l),
-        f64::from(snap.state.as_gauge())
+        f64::from(snap.status_gauge())
     );
     assert_eq!(
         sample(expo, "fusebox_breaker_in_maintenance", &l),
@@ -376,4 +377,33 @@ fn bulkheads_and_dead_letter_buffers_in_the_registry_are_scraped() {
     }
     let shed = [("buffer", "fills"), ("priority", "0"), ("fate", "shed")];
     assert_eq!(sample(&expo, "fusebox_dead_letter_emits", &shed), 1.0);
+}
+
+#[test]
+fn the_state_gauge_is_the_snapshots_status_gauge_inside_a_maintenance_window_too() {
+    let (registry, _mock) = registry();
+    let news = registry.breaker("news", "vendor").unwrap();
+    let labels = [("breaker", "news"), ("call_path", "alt_data")];
+    for _ in 0..2 {
+        let _ = news.call(|| Err::<(), _>(Outage));
+    }
+    assert_eq!(news.state(), State::Open);
+    assert_eq!(
+        sample(&scrape(&registry), "fusebox_breaker_state", &labels),
+        1.0
+    );
+    news.declare_maintenance(None, WindowEnd::After(3_600 * SEC), "carol", "migration")
+        .unwrap();
+    let snap = news.snapshot();
+    assert_eq!((snap.state, snap.status_gauge()), (State::Open, 5));
+    let expo = scrape(&registry);
+    assert_eq!(sample(&expo, "fusebox_breaker_state", &labels), 5.0);
+    assert_eq!(
+        sample(&expo, "fusebox_breaker_in_maintenance", &labels),
+        1.0
+    );
+    // The state set still tells the state under the window.
+    let open = [labels[0], labels[1], ("state", "open")];
+    assert_eq!(sample(&expo, "fusebox_breaker_in_state", &open), 1.0);
+    check_breaker(&expo, &snap, "alt_data");
 }

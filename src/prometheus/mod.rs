@@ -7,8 +7,9 @@
 //!
 //! | metric | type | meaning |
 //! |---|---|---|
-//! | `fusebox_breaker_state` | gauge | 0 closed, 1 open, 2 half-open, 3 forced open, 4 forced closed |
+//! | `fusebox_breaker_state` | gauge | the status as [`Snapshot::status_gauge`] numbers it (the states 0 to 4, 5 inside a maintenance window) |
 //! | `fusebox_breaker_in_state{state}` | gauge | 1 for the current state, 0 for the others (a state set) |
+//! | `fusebox_breaker_in_maintenance` | gauge | 1 inside a declared maintenance window, else 0 |
 //! | `fusebox_breaker_calls_total{outcome}` | counter | calls by outcome: `success`, `failure`, `ignored` |
 //! | `fusebox_breaker_slow_calls_total` | counter | successful calls slower than `slow_call_duration` |
 //! | `fusebox_breaker_short_circuits_total` | counter | calls refused without being attempted |
@@ -224,9 +225,10 @@ fn breakers(registry: &Registry, encoder: &mut DescriptorEncoder<'_>) -> Result<
         e,
         &rows,
         "fusebox_breaker_state",
-        "Breaker state: 0 closed, 1 open, 2 half-open, 3 forced open, 4 forced closed.",
+        "Breaker status: 0 closed, 1 open, 2 half-open, 3 forced open, 4 forced closed, \
+         5 inside a maintenance window whatever the state (fusebox_breaker_in_state has the state).",
         None,
-        |s| Some(f64::from(s.state.as_gauge())),
+        |s| Some(f64::from(s.status_gauge())),
     )?;
     gauges(
         e,
