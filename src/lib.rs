@@ -120,7 +120,9 @@
 //! - `registry`: [`registry`], named breakers made from named
 //!   templates, with overrides recorded in an audit trail. No dependencies.
 //! - `prometheus`: the registry's metrics on the `prometheus-client` crate,
-//!   read from snapshots at scrape time.
+//!   read from snapshots at scrape time. `prometheus-client` 0.26 is then
+//!   part of the public API, under the same promise as quanta: every fusebox
+//!   0.1 release stays on 0.26.
 //! - `serde`: a registry's templates and breakers from TOML, or anything
 //!   serde reads, with durations in the crate's one grammar ([`duration`]),
 //!   in `config_file`.

@@ -60,7 +60,22 @@
 //! `prometheus-client` has no state-set type, so the state set is the usual
 //! gauge per state.
 //!
+//! # `prometheus-client` in the public API
+//!
+//! [`register`] takes the application's own
+//! `prometheus_client::registry::Registry`, and [`RegistryCollector`]
+//! implements its `Collector` trait: the point of this module is to join a
+//! registry the application already has, so its types are not wrapped.
+//! `prometheus-client` is a 0.x crate, so the version is a commitment: every
+//! fusebox 0.1 release depends on `prometheus-client` 0.26 (any 0.26.x), and
+//! moving to a later line is a breaking change of fusebox, made only in a
+//! breaking release. It is re-exported as
+//! [`fusebox::prometheus::prometheus_client`](prometheus_client), so an
+//! application can name the very version fusebox uses. [`encode`] needs no
+//! `prometheus-client` type at all.
+//!
 //! ```
+//! use fusebox::prometheus::prometheus_client; // the version fusebox uses
 //! use fusebox::registry::Registry;
 //! use fusebox::{BreakerConfig, CallPath, Classifier};
 //!
@@ -84,6 +99,10 @@
 
 #[cfg(feature = "redis")]
 mod fleet;
+
+/// The `prometheus-client` crate fusebox builds on (0.26), for naming its
+/// types at the version [`register`] and [`RegistryCollector`] take.
+pub use prometheus_client;
 
 use std::fmt;
 
