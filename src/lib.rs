@@ -125,7 +125,8 @@
 //!   0.1 release stays on 0.26.
 //! - `serde`: a registry's templates and breakers from TOML, or anything
 //!   serde reads, with durations in the crate's one grammar ([`duration`]),
-//!   in `config_file`.
+//!   in `config_file`; and `Serialize` for [`Snapshot`] and the other
+//!   snapshots.
 //! - `admin`: a small HTTP endpoint on its own threads, for metrics, JSON
 //!   snapshots, a readiness probe, the audit trail and audited overrides
 //!   behind a bearer token (`admin`).
@@ -185,6 +186,10 @@ pub mod prometheus;
 mod ramp;
 #[cfg(feature = "registry")]
 pub mod registry;
+// `Serialize` for snapshots: the `serde` feature's promise, and the shape
+// the admin endpoint serves.
+#[cfg(any(feature = "serde", feature = "admin"))]
+mod serialize;
 mod snapshot;
 mod state;
 mod sync;

@@ -50,6 +50,14 @@ pub struct Totals {
 /// Taking one locks the breaker once and copies a few dozen bytes; polling
 /// every second from a metrics thread costs nothing measurable.
 ///
+/// With the `serde` feature (or `admin`, which serves it) a snapshot
+/// implements `serde::Serialize`, for logging or shipping it as is: keys are
+/// the fields' names, durations are seconds (a float) under the field's name
+/// with `_seconds` added (`maintenance` as `maintenance_seconds_left`),
+/// states are their [`State::as_str`] names, a [`Reason`](crate::Reason) is
+/// its message, [`status`](Self::status) is added, and a
+/// [`StateChange`] leaves out its process-local `at`.
+///
 /// [`Breaker::state`]: crate::Breaker::state
 #[derive(Clone, Debug)]
 #[non_exhaustive]

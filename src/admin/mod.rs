@@ -5,7 +5,7 @@
 //! | request | answer |
 //! |---|---|
 //! | `GET /metrics` | the Prometheus exposition of [`crate::prometheus`] |
-//! | `GET /breakers` | every breaker's snapshot, as JSON |
+//! | `GET /breakers` | every breaker's snapshot, as JSON: the [`Snapshot`](crate::Snapshot)'s `Serialize` shape, with `call_path`, `critical` and `override` added |
 //! | `GET /breakers/{name}` | one breaker's snapshot, or 404 |
 //! | `GET /health` | 200 when ready, 503 while a breaker marked critical refuses calls |
 //! | `GET /audit` | the registry's audit trail, oldest first |

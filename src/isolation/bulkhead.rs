@@ -137,6 +137,7 @@ impl BulkheadBuilder {
 
 /// A point-in-time view of a [`Bulkhead`].
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(any(feature = "serde", feature = "admin"), derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct BulkheadSnapshot {
     /// The bulkhead's name.

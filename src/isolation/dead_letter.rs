@@ -339,6 +339,7 @@ pub enum ReplayStop<E> {
 
 /// A point-in-time view of one priority of a [`DeadLetters`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(any(feature = "serde", feature = "admin"), derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct PrioritySnapshot {
     /// The priority.
@@ -359,6 +360,7 @@ pub struct PrioritySnapshot {
 
 /// A point-in-time view of a [`DeadLetters`].
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(any(feature = "serde", feature = "admin"), derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct DeadLetterSnapshot {
     /// The buffer's name.
