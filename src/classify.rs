@@ -13,7 +13,11 @@ use crate::{CallError, Rejected};
 ///
 /// A [`Classifier`] gives one for each error a call returns, and a
 /// [`Permit`](crate::Permit) reports one for each call it admitted.
+///
+/// Non-exhaustive: a later release may add a verdict (as `Throttled` was
+/// added), so a `match` on one needs a `_` arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Verdict {
     /// The dependency did its job. From a permit: the call succeeded (it may
     /// still be slow). From a classifier: this error is one of the

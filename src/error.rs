@@ -149,6 +149,11 @@ impl StdError for Rejected {}
 ///
 /// The two variants answer the question a caller with side effects must ask:
 /// was anything attempted?
+///
+/// Exhaustive, as a commitment: that question has two answers, and a
+/// `match` with two arms is the way to ask it. Any other kind of refusal is
+/// a [`Rejected`] with its own state; a third variant would come only in a
+/// breaking release.
 #[derive(Debug)]
 pub enum CallError<E> {
     /// The breaker refused the call; the closure was not invoked.

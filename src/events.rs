@@ -226,7 +226,11 @@ impl fmt::Display for Printable<'_> {
 }
 
 /// One state change, as given to `on_state_change` and to subscribers.
+///
+/// Non-exhaustive: a later release may add fields (as it added `cause` and
+/// `seq`); read the fields, and match with `..`.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct StateChange {
     /// The breaker's name.
     pub breaker: Arc<str>,

@@ -15,7 +15,10 @@ pub const MAX_WINDOWS: usize = 64;
 
 /// Where a maintenance window declared on a running breaker ends (see
 /// [`Breaker::declare_maintenance`](crate::Breaker::declare_maintenance)).
+///
+/// Non-exhaustive: a later release may add ways to end a window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum WindowEnd {
     /// This long after the window starts.
     After(Duration),
