@@ -155,10 +155,10 @@ impl fmt::Write for Buf {
 }
 
 #[cfg(any(feature = "serde", feature = "admin", feature = "ctl"))]
-pub use parse::{parse, ParseError};
+pub use read::{parse, ParseError};
 
 #[cfg(any(feature = "serde", feature = "admin", feature = "ctl"))]
-mod parse {
+mod read {
     use std::error::Error as StdError;
     use std::fmt;
     use std::time::Duration;
@@ -283,45 +283,4 @@ mod parse {
     }
 
     impl StdError for ParseError {}
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn shown(d: Duration) -> String {
-        display(d).to_string()
-    }
-
-    #[test]
-    fn prints_the_largest_units_and_leaves_out_zeros() {
-        for (d, want) in [
-            (Duration::ZERO, "0s"),
-            (Duration::from_nanos(1), "1ns"),
-            (Duration::from_nanos(1_500), "1.5µs"),
-            (Duration::from_nanos(1_000_001), "1.000001ms"),
-            (Duration::from_millis(250), "250ms"),
-            (Duration::from_millis(4_100), "4.1s"),
-            (Duration::new(1, 1), "1.000000001s"),
-            (Duration::from_secs(90), "1m30s"),
-            (Duration::from_secs(3_600), "1h"),
-            (Duration::from_millis(7_200_500), "2h0.5s"),
-            (Duration::from_secs(86_400 + 61), "24h1m1s"),
-            (Duration::MAX, "5124095576030431h15.999999999s"),
-        ] {
-            assert_eq!(shown(d), want, "{d:?}");
-        }
-    }
-
-    #[test]
-    fn printing_honours_width_and_alignment() {
-        assert_eq!(
-            format!("[{:>6}]", display(Duration::from_secs(30))),
-            "[   30s]"
-        );
-        assert_eq!(
-            format!("[{:<6}]", display(Duration::from_secs(30))),
-            "[30s   ]"
-        );
-    }
 }

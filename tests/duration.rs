@@ -160,9 +160,20 @@ fn prints_durations_in_the_largest_units_exactly() {
         (Duration::from_secs(90), "1m30s"),
         (Duration::from_secs(5_400), "1h30m"),
         (Duration::from_millis(7_200_500), "2h0.5s"),
+        (Duration::from_secs(86_400 + 61), "24h1m1s"),
+        (Duration::MAX, "5124095576030431h15.999999999s"),
     ] {
         assert_eq!(display(d).to_string(), text, "{d:?}");
     }
+    // Width and alignment apply, as to a string.
+    assert_eq!(
+        format!("[{:>6}]", display(Duration::from_secs(30))),
+        "[   30s]"
+    );
+    assert_eq!(
+        format!("[{:<6}]", display(Duration::from_secs(30))),
+        "[30s   ]"
+    );
 }
 
 #[test]
