@@ -32,6 +32,12 @@
 //! from people (`serde`, `admin`, `ctl`); the printer has no dependency and
 //! is always there.
 //!
+// `parse` exists only with the features that read durations: link to it, or
+// to its published docs when the crate is documented without them.
+#![cfg_attr(
+    not(any(feature = "serde", feature = "admin", feature = "ctl")),
+    doc = "[`parse`]: https://docs.rs/fusebox/latest/fusebox/duration/fn.parse.html"
+)]
 #![cfg_attr(
     any(feature = "serde", feature = "admin", feature = "ctl"),
     doc = r#"```
@@ -54,7 +60,7 @@ assert_eq!(duration::display(Duration::from_millis(90_250)).to_string(), "1m30.2
 use std::fmt::{self, Write as _};
 use std::time::Duration;
 
-/// Writes `d` exactly, in the grammar [`parse`] reads: `0s`, `1ns`,
+/// Writes `d` exactly, in the grammar `parse` reads: `0s`, `1ns`,
 /// `1.5µs`, `250ms`, `4.1s`, `1m30s`, `2h0.5s`.
 ///
 /// Below a second, the largest of `ns`, `µs` and `ms` that is at most `d`,
