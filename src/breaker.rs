@@ -849,7 +849,7 @@ impl Breaker {
     pub fn declare_maintenance(
         &self,
         start: Option<std::time::SystemTime>,
-        end: crate::trading::WindowEnd,
+        end: crate::recovery::declare::WindowEnd,
         actor: &str,
         note: &str,
     ) -> Result<(std::time::SystemTime, std::time::SystemTime), ConfigError> {

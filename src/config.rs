@@ -31,7 +31,7 @@ pub(crate) struct Settings {
     pub(crate) flapping_trips: Option<u32>,
     pub(crate) flapping_window: Duration,
     /// Ramp-up, maintenance windows, deadlines (`src/trading/`).
-    pub(crate) recovery: crate::trading::Recovery,
+    pub(crate) recovery: crate::recovery::Recovery,
     pub(crate) trip_predicate: Option<TripPredicate>,
     pub(crate) open_period: Option<OpenPeriod>,
     pub(crate) count_window: Option<u32>,
@@ -73,7 +73,7 @@ impl Default for Settings {
             latency_trip: None,
             flapping_trips: Some(3),
             flapping_window: Duration::from_secs(600),
-            recovery: crate::trading::Recovery::default(),
+            recovery: crate::recovery::Recovery::default(),
             trip_predicate: None,
             open_period: None,
             count_window: None,

@@ -179,6 +179,7 @@ mod policy;
 #[cfg(feature = "prometheus")]
 pub mod prometheus;
 mod ramp;
+mod recovery;
 #[cfg(feature = "registry")]
 pub mod registry;
 mod snapshot;

@@ -15,7 +15,7 @@ use crate::count_window::{CountWindow, Tally};
 use crate::events::Reason;
 use crate::latency::LatencyWindow;
 use crate::policy::{OpenPeriodInput, RoundDecision, WindowCounts};
-use crate::trading::Recovering;
+use crate::recovery::Recovering;
 use crate::window::{Counts, Window};
 use crate::{State, Verdict};
 
@@ -272,12 +272,12 @@ impl Machine {
         self.recovering.watch_from(now)
     }
 
-    /// Adds a one-off maintenance window at `now` (`src/trading/declare.rs`).
+    /// Adds a one-off maintenance window at `now` (`src/recovery/declare.rs`).
     pub(crate) fn declare_maintenance(
         &mut self,
         now: u64,
         start: Option<std::time::SystemTime>,
-        end: crate::trading::WindowEnd,
+        end: crate::recovery::declare::WindowEnd,
     ) -> Result<(std::time::SystemTime, std::time::SystemTime), crate::ConfigError> {
         self.recovering.declare(now, start, end)
     }
