@@ -10,13 +10,14 @@
 #[cfg(feature = "calendar")]
 pub(crate) mod calendar;
 pub(crate) mod declare;
+pub(crate) mod health_probe;
 pub(crate) mod schedule;
 
 use std::time::{Duration, SystemTime};
 
 use crate::ramp::{RampUp, Ramping};
-use crate::trading::HealthProbe;
 use crate::{ConfigError, Verdict};
+use health_probe::HealthProbe;
 use schedule::{Anchor, Deadlines, MaintenanceWindow, WallClock};
 
 /// The trading-aware settings, as the builder collects them.

@@ -30,12 +30,12 @@ use std::time::Duration;
 #[cfg(feature = "calendar")]
 pub use crate::recovery::calendar::MONDAY_TO_FRIDAY;
 pub use crate::recovery::declare::{WindowEnd, MAX_WINDOWS};
+pub use crate::recovery::health_probe::HealthProbe;
 pub use crate::recovery::schedule::{Deadlines, MaintenanceWindow, WallClock};
 /// The `jiff` crate, whose civil times, dates, weekdays and zones the
 /// calendar takes.
 #[cfg(feature = "calendar")]
 pub use jiff;
-pub use probe::HealthProbe;
 
 use crate::config::BreakerBuilder;
 use crate::ramp::RampUp;
