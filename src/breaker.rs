@@ -1263,7 +1263,7 @@ impl Handoff for Inner {
 
 /// The instant `lasting` after `now`, in clock nanoseconds.
 fn until(now: u64, lasting: Duration) -> u64 {
-    now.saturating_add(crate::machine::nanos(lasting))
+    now.saturating_add(crate::check::nanos(lasting))
 }
 
 impl fmt::Debug for Breaker {

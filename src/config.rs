@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backoff::Backoff;
+use crate::check::{check, check_rate};
 use crate::events::{Delivery, StateChange};
 use crate::policy::{HalfOpenRate, OpenPeriod, TripPredicate};
 use crate::{Breaker, CallPath, Classifier, ConfigError, LatencyTrip, ResultClassifier};
@@ -525,7 +526,8 @@ impl<T> BreakerBuilder<T> {
             any_condition,
             "is off along with every other trip condition, so the breaker could never open",
             "None",
-        )
+        )?;
+        Ok(())
     }
 }
 
@@ -677,30 +679,4 @@ impl BreakerConfig {
         builder.name = name.into();
         builder
     }
-}
-
-pub(crate) fn check(
-    field: &'static str,
-    ok: bool,
-    rule: &'static str,
-    value: impl fmt::Display,
-) -> Result<(), ConfigError> {
-    if ok {
-        Ok(())
-    } else {
-        Err(ConfigError::Invalid {
-            field,
-            rule,
-            value: value.to_string(),
-        })
-    }
-}
-
-pub(crate) fn check_rate(field: &'static str, rate: f64) -> Result<(), ConfigError> {
-    check(
-        field,
-        rate > 0.0 && rate <= 1.0,
-        "must be within (0, 1]",
-        rate,
-    )
 }

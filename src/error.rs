@@ -6,6 +6,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::check::Invalid;
 use crate::name::Inline;
 use crate::{CallPath, State};
 
@@ -247,6 +248,16 @@ pub enum ConfigError {
         /// Why a breaker must not stand there.
         why: &'static str,
     },
+}
+
+impl From<Invalid> for ConfigError {
+    fn from(i: Invalid) -> Self {
+        ConfigError::Invalid {
+            field: i.field,
+            rule: i.rule,
+            value: i.value,
+        }
+    }
 }
 
 impl ConfigError {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use parking_lot::Mutex;
 
-use crate::config::check;
+use crate::check::check;
 use crate::{ConfigError, State};
 
 /// Why a breaker changed state.

@@ -154,6 +154,7 @@ mod backoff;
 mod breaker;
 mod call_path;
 mod cause;
+mod check;
 mod classify;
 mod clock;
 mod config;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backoff::Rng;
+use crate::check::nanos;
 use crate::config::Settings;
 use crate::count_window::{CountWindow, Tally};
 use crate::events::Reason;
@@ -89,12 +90,6 @@ pub(crate) const GATE_TAG_SHIFT: u32 = 3;
 pub(crate) const GATE_GENERATION_SHIFT: u32 = 35;
 /// Generations count modulo 2^29, what the gate has room for.
 const GENERATION_MASK: u64 = u64::MAX >> GATE_GENERATION_SHIFT;
-
-/// A duration in clock nanoseconds, capped where an open gate word can still
-/// hold it (`u64::MAX >> 2`): the one conversion every deadline goes through.
-pub(crate) fn nanos(d: Duration) -> u64 {
-    d.as_nanos().min(u128::from(u64::MAX >> 2)) as u64
-}
 
 #[derive(Debug)]
 pub(crate) struct Machine {

@@ -15,6 +15,7 @@ pub(crate) mod schedule;
 
 use std::time::{Duration, SystemTime};
 
+use crate::check::check;
 use crate::ramp::{RampUp, Ramping};
 use crate::{ConfigError, Verdict};
 use health_probe::HealthProbe;
@@ -92,7 +93,7 @@ impl Recovery {
             d.validate()?;
         }
         if self.short_circuit {
-            crate::config::check(
+            check(
                 "short_circuit_in_maintenance",
                 !self.windows.is_empty(),
                 "needs at least one maintenance_window",
@@ -174,7 +175,7 @@ impl Recovering {
                 anchor,
                 windows: r.windows.clone(),
                 deadlines: r.deadlines.clone(),
-                lead: crate::machine::nanos(r.lead),
+                lead: crate::check::nanos(r.lead),
             }),
             anchor: r.anchor,
             short_circuit: r.short_circuit,

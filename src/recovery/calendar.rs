@@ -8,6 +8,7 @@ use jiff::tz::TimeZone;
 use jiff::{Span, Timestamp};
 
 use super::schedule::{DeadlineKind, Deadlines, MaintenanceWindow, WindowKind};
+use crate::check::check;
 use crate::ConfigError;
 
 /// Monday to Friday, the usual trading week.
@@ -39,12 +40,13 @@ impl Zone {
     }
 
     fn validate(&self, field: &'static str) -> Result<(), ConfigError> {
-        crate::config::check(
+        check(
             field,
             self.tz.is_some(),
             "must name an IANA time zone known to this system",
             &self.name,
-        )
+        )?;
+        Ok(())
     }
 
     /// The local date at `at`, and the zone.
@@ -90,12 +92,13 @@ impl Weekly {
 
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         self.zone.validate("maintenance_window")?;
-        crate::config::check(
+        check(
             "maintenance_window",
             !self.length.is_zero() && self.length < Duration::from_secs(7 * 24 * 3600),
             "must last longer than zero and less than a week",
             format_args!("{:?}", self.length),
-        )
+        )?;
+        Ok(())
     }
 }
 
@@ -120,7 +123,7 @@ impl Daily {
 
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         self.zone.validate("deadlines")?;
-        crate::config::check(
+        check(
             "deadlines",
             !self.times.is_empty() && !self.weekdays.is_empty(),
             "must name at least one time of day and one weekday",
@@ -129,7 +132,8 @@ impl Daily {
                 self.times.len(),
                 self.weekdays.len()
             ),
-        )
+        )?;
+        Ok(())
     }
 }
 

@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::check::check;
 use crate::ConfigError;
 
 pub(crate) type ProbeFn = Arc<dyn Fn() -> bool + Send + Sync>;
@@ -60,12 +61,13 @@ impl HealthProbe {
     }
 
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
-        crate::config::check(
+        check(
             "health_probe",
             !self.deadline.is_zero(),
             "must have a deadline longer than zero",
             format_args!("{:?}", self.deadline),
-        )
+        )?;
+        Ok(())
     }
 }
 

@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime};
 
 #[cfg(feature = "calendar")]
 use super::calendar::{Daily, Weekly};
+use crate::check::check;
 use crate::ConfigError;
 
 /// A span of wall-clock time during which a dependency is known to be down
@@ -49,12 +50,12 @@ impl MaintenanceWindow {
 
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         match &self.0 {
-            WindowKind::Once { start, end } => crate::config::check(
+            WindowKind::Once { start, end } => Ok(check(
                 "maintenance_window",
                 end > start,
                 "must end after it starts",
                 format_args!("{start:?} .. {end:?}"),
-            ),
+            )?),
             #[cfg(feature = "calendar")]
             WindowKind::Weekly(w) => w.validate(),
         }
@@ -100,12 +101,12 @@ impl Deadlines {
 
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         match &self.0 {
-            DeadlineKind::At(v) => crate::config::check(
+            DeadlineKind::At(v) => Ok(check(
                 "deadlines",
                 !v.is_empty(),
                 "must name at least one instant",
                 "none",
-            ),
+            )?),
             #[cfg(feature = "calendar")]
             DeadlineKind::Daily(d) => d.validate(),
         }
