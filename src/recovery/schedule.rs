@@ -5,6 +5,9 @@ use std::fmt;
 use std::time::{Duration, SystemTime};
 
 #[cfg(feature = "calendar")]
+use jiff::civil::{Date, Time, Weekday};
+
+#[cfg(feature = "calendar")]
 use super::calendar::{Daily, Weekly};
 use crate::check::check;
 use crate::ConfigError;
@@ -36,6 +39,27 @@ impl MaintenanceWindow {
     /// refuses one that ends before it starts.
     pub fn once(start: SystemTime, end: SystemTime) -> Self {
         MaintenanceWindow(WindowKind::Once { start, end })
+    }
+
+    /// A window every week on `day`, from local time `start` in the IANA
+    /// zone `zone`, lasting `length` (less than a week). `build()` refuses
+    /// an unknown zone.
+    ///
+    /// ```
+    /// use fusebox::trading::MaintenanceWindow;
+    /// use jiff::civil::{time, Weekday};
+    /// use std::time::Duration;
+    ///
+    /// let sunday = MaintenanceWindow::weekly(
+    ///     "America/New_York",
+    ///     Weekday::Sunday,
+    ///     time(2, 0, 0, 0),
+    ///     Duration::from_secs(4 * 3600),
+    /// );
+    /// ```
+    #[cfg(feature = "calendar")]
+    pub fn weekly(zone: &str, day: Weekday, start: Time, length: Duration) -> Self {
+        MaintenanceWindow(WindowKind::Weekly(Weekly::new(zone, day, start, length)))
     }
 
     /// The window that contains `at`, or else the first that starts after
@@ -88,6 +112,35 @@ impl Deadlines {
         v.sort();
         v.dedup();
         Deadlines(DeadlineKind::At(v))
+    }
+
+    /// Each of `times` (local time in the IANA zone `zone`, such as
+    /// `"America/New_York"`) on each of `weekdays`, except on `holidays`
+    /// (local dates). Daylight-saving changes are the zone's: 09:30 is
+    /// 09:30 local on both sides of one. `build()` refuses an unknown zone
+    /// and an empty list of times or weekdays.
+    ///
+    /// ```
+    /// use fusebox::trading::{Deadlines, MONDAY_TO_FRIDAY};
+    /// use jiff::civil::{date, time};
+    ///
+    /// let nyse_open = Deadlines::daily(
+    ///     "America/New_York",
+    ///     [time(9, 30, 0, 0)],
+    ///     MONDAY_TO_FRIDAY,
+    ///     [date(2026, 12, 25), date(2027, 1, 1)],
+    /// );
+    /// ```
+    #[cfg(feature = "calendar")]
+    pub fn daily(
+        zone: &str,
+        times: impl IntoIterator<Item = Time>,
+        weekdays: impl IntoIterator<Item = Weekday>,
+        holidays: impl IntoIterator<Item = Date>,
+    ) -> Self {
+        Deadlines(DeadlineKind::Daily(Daily::new(
+            zone, times, weekdays, holidays,
+        )))
     }
 
     /// The first deadline strictly after `after`.
