@@ -95,6 +95,13 @@ struct Inner {
     subscribers: Arc<Subscribers>,
 }
 
+// The health-probe thread's seam. The process's health-probe thread
+// (`src/trading/probe.rs`) stands above the breaker and reaches it through
+// what follows only: a handle that does not keep the breaker alive, and the
+// two steps of a probe made in the background. The breaker does not import
+// the thread's module: the builder's `health_probe` setter hands the thread's
+// `watch` to the breaker, which calls it once, at build.
+
 /// A breaker held without keeping it alive, by the health-probe thread.
 #[derive(Clone)]
 pub(crate) struct WeakBreaker(Weak<Inner>);
@@ -110,6 +117,65 @@ impl WeakBreaker {
 
     pub(crate) fn same(&self, other: &WeakBreaker) -> bool {
         self.0.ptr_eq(&other.0)
+    }
+}
+
+/// A probe out on the health-probe thread: what
+/// [`begin_health_probe`](Breaker::begin_health_probe) hands out and
+/// [`end_health_probe`](Breaker::end_health_probe) takes back.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ProbeOut {
+    ticket: Ticket,
+    started: u64,
+}
+
+impl Breaker {
+    /// A handle that does not keep the breaker alive.
+    pub(crate) fn downgrade(&self) -> WeakBreaker {
+        WeakBreaker(Arc::downgrade(&self.inner))
+    }
+
+    /// On the health-probe thread: moves the breaker to half-open for its
+    /// probe if its open period has ended, and returns the probe, out.
+    /// Lock-free unless the gate says open and past its period, or
+    /// half-open.
+    pub(crate) fn begin_health_probe(&self) -> Option<ProbeOut> {
+        let gate = self.inner.gate.word();
+        let now = self.inner.time.now();
+        match gate & 3 {
+            GATE_CLOSED | GATE_FORCED => return None,
+            GATE_OPEN if now < gate >> 2 => return None,
+            _ => {}
+        }
+        let (ticket, changed) = {
+            let mut core = self.lock();
+            let (ticket, transition) = core.machine.admit_background(now);
+            let changed = transition.is_some();
+            if let Some(t) = transition {
+                self.publish(&mut core, t);
+            }
+            (ticket, changed)
+        };
+        if changed {
+            self.inner.hand_off(1);
+        }
+        if let (Some(_), Some(admitted)) = (ticket, &self.inner.admitted) {
+            // It reports into the totals like any admitted call.
+            admitted.add_one();
+        }
+        ticket.map(|ticket| ProbeOut {
+            ticket,
+            started: now,
+        })
+    }
+
+    /// On the health-probe thread: records the probe's outcome. The changes
+    /// it causes go to the notifier, so that a callback that blocks cannot
+    /// hold up the probes of every breaker.
+    pub(crate) fn end_health_probe(&self, probe: ProbeOut, outcome: Verdict) {
+        if self.record_locked(probe.ticket, probe.started, outcome, None) {
+            self.inner.hand_off(1);
+        }
     }
 }
 
@@ -159,6 +225,7 @@ impl Breaker {
         b.settings.recovery.anchor(time.now());
         let watches = b.settings.recovery.watches_calls();
         let health_probe = b.settings.recovery.health_probe();
+        let probe_thread = b.probe_thread;
         let count_in_flight = b.settings.count_in_flight;
         let machine = Machine::new(b.settings, seed, time.now());
         let (gate, published) = Gate::new(machine.gate(), machine.quiet_until());
@@ -200,56 +267,11 @@ impl Breaker {
             }),
         };
         if let Some(p) = health_probe {
-            if !crate::trading::probe::watch(&breaker, p) {
+            if !probe_thread.is_some_and(|watch| watch(&breaker, p)) {
                 breaker.inner.core.lock().machine.probe_live();
             }
         }
         breaker
-    }
-
-    /// A handle that does not keep the breaker alive.
-    pub(crate) fn downgrade(&self) -> WeakBreaker {
-        WeakBreaker(Arc::downgrade(&self.inner))
-    }
-
-    /// On the health-probe thread: moves the breaker to half-open for its
-    /// probe if its open period has ended, and returns the probe's ticket
-    /// and start. Lock-free unless the gate says open and past its period,
-    /// or half-open.
-    pub(crate) fn begin_health_probe(&self) -> Option<(Ticket, u64)> {
-        let gate = self.inner.gate.word();
-        let now = self.inner.time.now();
-        match gate & 3 {
-            GATE_CLOSED | GATE_FORCED => return None,
-            GATE_OPEN if now < gate >> 2 => return None,
-            _ => {}
-        }
-        let (ticket, changed) = {
-            let mut core = self.lock();
-            let (ticket, transition) = core.machine.admit_background(now);
-            let changed = transition.is_some();
-            if let Some(t) = transition {
-                self.publish(&mut core, t);
-            }
-            (ticket, changed)
-        };
-        if changed {
-            self.inner.hand_off(1);
-        }
-        if let (Some(_), Some(admitted)) = (ticket, &self.inner.admitted) {
-            // It reports into the totals like any admitted call.
-            admitted.add_one();
-        }
-        ticket.map(|t| (t, now))
-    }
-
-    /// On the health-probe thread: records the probe's outcome. The changes
-    /// it causes go to the notifier, so that a callback that blocks cannot
-    /// hold up the probes of every breaker.
-    pub(crate) fn end_health_probe(&self, ticket: Ticket, started: u64, outcome: Verdict) {
-        if self.record_locked(ticket, started, outcome, None) {
-            self.inner.hand_off(1);
-        }
     }
 
     /// The breaker's name.

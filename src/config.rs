@@ -10,6 +10,7 @@ use crate::backoff::Backoff;
 use crate::check::{check, check_rate};
 use crate::events::{Delivery, StateChange};
 use crate::policy::{HalfOpenRate, OpenPeriod, TripPredicate};
+use crate::recovery::health_probe::HealthProbe;
 use crate::{Breaker, CallPath, Classifier, ConfigError, LatencyTrip, ResultClassifier};
 
 pub(crate) type Callback = Arc<dyn Fn(&StateChange) + Send + Sync>;
@@ -141,6 +142,12 @@ pub struct BreakerBuilder<T = Breaker> {
     pub(crate) jitter_seed: Option<u64>,
     pub(crate) result_classifier: Option<ResultClassifier>,
     pub(crate) settings: Settings,
+    /// What has the process's health-probe thread watch the breaker built
+    /// with a health probe: set with the probe by
+    /// [`health_probe`](Self::health_probe) (`src/trading/`), and handed to
+    /// the breaker at build, so that the breaker does not import the
+    /// thread's module. False if the thread cannot take the breaker.
+    pub(crate) probe_thread: Option<fn(&Breaker, HealthProbe) -> bool>,
     /// What `build()` makes: a [`Breaker`] or a [`BreakerConfig`].
     target: PhantomData<fn() -> T>,
 }
@@ -184,6 +191,7 @@ impl<T> BreakerBuilder<T> {
             jitter_seed: None,
             result_classifier: None,
             settings: Settings::default(),
+            probe_thread: None,
             target: PhantomData,
         }
     }
@@ -380,6 +388,7 @@ impl<T> BreakerBuilder<T> {
             jitter_seed: self.jitter_seed,
             result_classifier: self.result_classifier,
             settings: self.settings,
+            probe_thread: self.probe_thread,
             target: PhantomData,
         }
     }

@@ -23,7 +23,7 @@
 //! `calendar` feature (the `jiff` crate does the time-zone arithmetic).
 //! `docs/trading.md` is the guide.
 
-pub(crate) mod probe;
+mod probe;
 
 use std::time::Duration;
 
@@ -88,6 +88,7 @@ impl<T> BreakerBuilder<T> {
     /// first call after the open period is the probe.
     pub fn health_probe(mut self, probe: HealthProbe) -> Self {
         self.settings.recovery.probe = Some(probe);
+        self.probe_thread = Some(probe::watch);
         self
     }
 

@@ -22,8 +22,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 
-use crate::breaker::WeakBreaker;
-use crate::machine::Ticket;
+use crate::breaker::{ProbeOut, WeakBreaker};
 use crate::recovery::health_probe::{HealthProbe, ProbeFn};
 use crate::{Breaker, Verdict};
 
@@ -43,8 +42,7 @@ struct Watched {
 /// A probe out on a worker thread.
 struct Running {
     breaker: WeakBreaker,
-    ticket: Ticket,
-    started: u64,
+    out: ProbeOut,
     deadline: Instant,
     answer: Receiver<bool>,
 }
@@ -57,6 +55,9 @@ static WATCHED: AtomicUsize = AtomicUsize::new(0);
 /// Has the health-probe thread watch `breaker`, starting the thread if it
 /// has not started. False if it cannot: the thread could not be started or
 /// its queue is full.
+///
+/// The builder's [`health_probe`](crate::BreakerBuilder::health_probe) setter
+/// hands it to the breaker, which calls it once, when it is built.
 pub(crate) fn watch(breaker: &Breaker, probe: HealthProbe) -> bool {
     let tx = WATCHER.get_or_init(|| {
         let (tx, rx) = crossbeam_channel::bounded(CAPACITY);
@@ -119,11 +120,10 @@ fn run(rx: &Receiver<Watched>) {
             let Some(breaker) = w.breaker.upgrade() else {
                 continue;
             };
-            if let Some((ticket, started)) = breaker.begin_health_probe() {
+            if let Some(out) = breaker.begin_health_probe() {
                 let r = Running {
                     breaker: w.breaker.clone(),
-                    ticket,
-                    started,
+                    out,
                     deadline: Instant::now() + w.probe.deadline,
                     answer: spawn(&w.probe.f),
                 };
@@ -161,7 +161,7 @@ fn finish(r: &Running, ok: bool) -> bool {
         } else {
             Verdict::Failure
         };
-        b.end_health_probe(r.ticket, r.started, verdict);
+        b.end_health_probe(r.out, verdict);
     }
     false
 }
