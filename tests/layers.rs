@@ -40,16 +40,12 @@ type Module = Vec<String>;
 #[test]
 fn the_import_graph_has_no_circle() {
     let graph = Graph::of_src().folded();
-    let circles: Vec<String> = graph
-        .components()
-        .iter()
-        .map(|c| graph.show(&graph.circle_through(c)))
-        .collect();
-    assert!(
-        circles.is_empty(),
-        "the imports of src/ run in circles:\n{}",
-        circles.join("\n")
-    );
+    if let Some(circle) = graph.circle() {
+        panic!(
+            "the imports of src/ run in a circle: {}",
+            graph.show(&circle)
+        );
+    }
 }
 
 #[test]
@@ -100,15 +96,9 @@ fn print_the_floors() {
     let between = |from: &Module, to: &Module| {
         capability(from).is_some() && capability(to).is_some() && capability(from) != capability(to)
     };
-    let components = graph.components();
-    let inside = |from: &Module, to: &Module| {
-        components
-            .iter()
-            .any(|c| c.contains(from) && c.contains(to))
-    };
     println!(
         "{} files, {} arrows: {} from the core up to a capability, {} between two \
-         capabilities, {} inside a circle",
+         capabilities",
         graph.nodes.len(),
         arrows.len(),
         arrows
@@ -116,12 +106,7 @@ fn print_the_floors() {
             .filter(|(from, to)| capability(from).is_none() && capability(to).is_some())
             .count(),
         arrows.iter().filter(|(from, to)| between(from, to)).count(),
-        arrows.iter().filter(|(from, to)| inside(from, to)).count(),
     );
-    for c in &components {
-        let files: Vec<&str> = c.iter().map(|m| graph.file(m)).collect();
-        println!("circle of {} files: {}", c.len(), files.join(" "));
-    }
     for (from, to) in arrows {
         println!("  {} -> {}", graph.file(from), graph.file(to));
     }
@@ -220,93 +205,30 @@ impl Graph {
             .flat_map(|(from, to)| to.iter().map(move |t| (from, t)))
     }
 
-    /// The strongly connected components of more than one file (Tarjan's algorithm):
-    /// the files that stand in a circle, each set of them.
-    fn components(&self) -> Vec<Vec<Module>> {
-        struct State<'a> {
-            graph: &'a Graph,
-            index: BTreeMap<&'a Module, usize>,
-            low: BTreeMap<&'a Module, usize>,
-            stack: Vec<&'a Module>,
-            on_stack: BTreeSet<&'a Module>,
-            components: Vec<Vec<&'a Module>>,
-        }
-        fn visit<'a>(s: &mut State<'a>, v: &'a Module) {
-            let i = s.index.len();
-            s.index.insert(v, i);
-            s.low.insert(v, i);
-            s.stack.push(v);
-            s.on_stack.insert(v);
-            for w in &s.graph.edges[v] {
-                if !s.index.contains_key(w) {
-                    visit(s, w);
-                    let low = s.low[v].min(s.low[w]);
-                    s.low.insert(v, low);
-                } else if s.on_stack.contains(w) {
-                    let low = s.low[v].min(s.index[w]);
-                    s.low.insert(v, low);
-                }
+    /// A circle of arrows, if there is one: found by walking the graph depth first until
+    /// a file on the current path comes up again.
+    fn circle(&self) -> Option<Vec<Module>> {
+        fn walk<'a>(
+            g: &'a Graph,
+            v: &'a Module,
+            path: &mut Vec<&'a Module>,
+            done: &mut BTreeSet<&'a Module>,
+        ) -> Option<Vec<Module>> {
+            if let Some(at) = path.iter().position(|p| *p == v) {
+                return Some(path[at..].iter().map(|m| (*m).clone()).collect());
             }
-            if s.low[v] == s.index[v] {
-                let mut component = Vec::new();
-                loop {
-                    let w = s.stack.pop().unwrap();
-                    s.on_stack.remove(w);
-                    component.push(w);
-                    if w == v {
-                        break;
-                    }
-                }
-                if component.len() > 1 {
-                    s.components.push(component);
-                }
+            if !done.insert(v) {
+                return None;
             }
+            path.push(v);
+            let found = g.edges[v].iter().find_map(|w| walk(g, w, path, done));
+            path.pop();
+            found
         }
-        let mut s = State {
-            graph: self,
-            index: BTreeMap::new(),
-            low: BTreeMap::new(),
-            stack: Vec::new(),
-            on_stack: BTreeSet::new(),
-            components: Vec::new(),
-        };
-        for v in self.nodes.keys() {
-            if !s.index.contains_key(v) {
-                visit(&mut s, v);
-            }
-        }
-        s.components
-            .into_iter()
-            .map(|c| c.into_iter().cloned().collect())
-            .collect()
-    }
-
-    /// One circle through a strongly connected component: the shortest way back to its
-    /// first file.
-    fn circle_through(&self, component: &[Module]) -> Vec<Module> {
-        let inside: BTreeSet<&Module> = component.iter().collect();
-        let start = component.iter().min().unwrap();
-        let mut came_from: BTreeMap<&Module, &Module> = BTreeMap::new();
-        let mut queue = std::collections::VecDeque::from([start]);
-        while let Some(v) = queue.pop_front() {
-            for w in &self.edges[v] {
-                if w == start {
-                    let mut circle = vec![v.clone()];
-                    let mut at = v;
-                    while let Some(prev) = came_from.get(at) {
-                        circle.push((*prev).clone());
-                        at = prev;
-                    }
-                    circle.reverse();
-                    return circle;
-                }
-                if inside.contains(w) && !came_from.contains_key(w) && w != start {
-                    came_from.insert(w, v);
-                    queue.push_back(w);
-                }
-            }
-        }
-        component.to_vec()
+        let mut done = BTreeSet::new();
+        self.nodes
+            .keys()
+            .find_map(|v| walk(self, v, &mut Vec::new(), &mut done))
     }
 
     /// Each file's floor: 0 for a file that imports nothing of the crate, else one above
