@@ -862,10 +862,12 @@ impl Breaker {
             window
         };
         log::warn!(
-            "breaker `{}`: {actor} declared maintenance from {:?} to {:?}: {note}",
+            "breaker `{}`: {} declared maintenance from {:?} to {:?}: {}",
             self.inner.name,
+            crate::text::shown(actor),
             window.0,
-            window.1
+            window.1,
+            crate::text::shown(note)
         );
         Ok(window)
     }

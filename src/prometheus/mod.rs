@@ -211,7 +211,7 @@ fn breakers(registry: &Registry, encoder: &mut DescriptorEncoder<'_>) -> Result<
         .breakers()
         .iter()
         .map(|b| Row {
-            call_path: b.call_path().as_str().to_owned(),
+            call_path: crate::text::shown(b.call_path().as_str()).to_string(),
             snap: b.snapshot(),
         })
         .collect();

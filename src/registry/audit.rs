@@ -71,7 +71,7 @@ impl fmt::Display for AuditRecord {
             f,
             "override #{}: {} {} breaker `{}`: {}",
             self.seq,
-            crate::events::Printable(&self.actor),
+            crate::text::shown(&self.actor),
             match self.action {
                 Action::ForceOpen => "forced open",
                 Action::ForceClosed => "forced closed",
@@ -79,7 +79,7 @@ impl fmt::Display for AuditRecord {
                 Action::Maintenance => "declared maintenance of",
             },
             self.breaker,
-            crate::events::Printable(&self.reason)
+            crate::text::shown(&self.reason)
         )?;
         if let Some(d) = self.expires_after {
             write!(f, " (expires after {d:?})")?;
