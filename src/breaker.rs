@@ -257,6 +257,13 @@ impl Breaker {
         &self.inner.name
     }
 
+    /// Now, on the breaker's clock (a mock one in tests): what a registry
+    /// stamps its audit records with.
+    #[cfg(feature = "registry")]
+    pub(crate) fn clock_now(&self) -> quanta::Instant {
+        self.inner.time.instant(self.inner.time.now())
+    }
+
     /// The call path it was declared for.
     pub fn call_path(&self) -> CallPath {
         self.inner.call_path.clone()
