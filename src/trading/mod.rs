@@ -16,9 +16,10 @@
 //! A one-off window can also be declared on a running breaker
 //! ([`Breaker::declare_maintenance`](crate::Breaker::declare_maintenance)).
 //!
-//! Wall-clock time is used for scheduling only. It is read once, when the
-//! breaker is built ([`WallClock`]), and carried forward by the breaker's
-//! monotonic clock; every decision is taken on the monotonic clock.
+//! Wall-clock time is used for scheduling only. It is read when the
+//! breaker is built ([`WallClock`]) and carried forward by the breaker's
+//! monotonic clock, and read again now and then so that the two do not
+//! drift apart; every decision is taken on the monotonic clock.
 //! Recurring windows and deadlines in a named IANA time zone need the
 //! `calendar` feature (the `jiff` crate does the time-zone arithmetic).
 //! `docs/trading.md` is the guide.
@@ -39,6 +40,7 @@ pub use declare::{WindowEnd, MAX_WINDOWS};
 #[cfg(feature = "calendar")]
 pub use jiff;
 pub use probe::HealthProbe;
+pub(crate) use schedule::REANCHOR_EVERY;
 pub use schedule::{Deadlines, MaintenanceWindow, WallClock};
 
 use crate::config::BreakerBuilder;
@@ -83,14 +85,16 @@ impl Recovery {
         !self.windows.is_empty() || !self.deadlines.is_empty()
     }
 
-    /// Reads the wall clock, once, as the monotonic instant `mono`: for the
-    /// windows and deadlines given, and for windows declared later.
-    pub(crate) fn anchor(&mut self, mono: u64) {
-        let wall = self
-            .wall_clock
-            .as_ref()
-            .map_or_else(SystemTime::now, |c| (c.0)());
-        self.anchor = Some(Anchor { wall, mono });
+    /// Reads the wall clock as the monotonic instant `mono`: for the
+    /// windows and deadlines given, and for windows declared later. Returns
+    /// the clock if it is to be read again as the breaker runs.
+    pub(crate) fn anchor(&mut self, mono: u64) -> Option<WallClock> {
+        let clock = self.wall_clock.clone().unwrap_or_else(WallClock::system);
+        self.anchor = Some(Anchor {
+            wall: clock.read(),
+            mono,
+        });
+        clock.is_live().then_some(clock)
     }
 
     /// Whether calls must be checked against the maintenance windows when
@@ -269,6 +273,22 @@ impl Recovering {
         }
     }
 
+    /// Whether a schedule (windows or deadlines) converts wall-clock time.
+    pub(crate) fn has_schedule(&self) -> bool {
+        self.plan.is_some()
+    }
+
+    /// A fresh reading of the wall clock, `wall` at the monotonic instant
+    /// `mono`, in place of the last: every wall-clock instant is converted
+    /// through it from now on.
+    pub(crate) fn reanchor(&mut self, wall: SystemTime, mono: u64) {
+        let anchor = Anchor { wall, mono };
+        self.anchor = Some(anchor);
+        if let Some(plan) = &mut self.plan {
+            plan.anchor = anchor;
+        }
+    }
+
     /// Whether only the health-probe thread may probe: live callers are
     /// refused while the breaker is half-open.
     pub(crate) fn probes_in_background(&self) -> bool {
@@ -386,5 +406,37 @@ impl Recovering {
     /// Failures made neutral by a maintenance window, in the breaker's life.
     pub(crate) fn neutral_failures(&self) -> u64 {
         self.neutral
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fresh_wall_reading_moves_the_schedule_by_the_drift_it_corrects() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let hour = Duration::from_secs(3600);
+        let mut r = Recovery {
+            windows: vec![MaintenanceWindow::once(t0 + 24 * hour, t0 + 26 * hour)],
+            wall_clock: Some(WallClock::fixed(t0)),
+            ..Recovery::default()
+        };
+        assert!(r.anchor(0).is_none(), "a fixed clock is never read again");
+        let mut rec = Recovering::new(&r);
+        let day = crate::machine::nanos(24 * hour);
+        // By the monotonic clock alone the window starts a day after build.
+        assert_eq!(rec.maintenance_until(day - 1), None);
+        assert!(rec.maintenance_until(day).is_some());
+        // The wall clock says the monotonic one ran 52 s slow over that day
+        // (600 ppm): read again, the window starts 52 s sooner on it.
+        let drift = Duration::from_millis(51_840);
+        let mono = day - crate::machine::nanos(drift);
+        rec.reanchor(t0 + 24 * hour, mono);
+        assert_eq!(rec.maintenance_until(mono - 1), None);
+        assert_eq!(
+            rec.maintenance_until(mono),
+            Some(mono + crate::machine::nanos(2 * hour))
+        );
     }
 }
