@@ -90,7 +90,7 @@ fn a_dead_letter_buffer_holds_its_capacity_whatever_the_mix_of_priorities() {
         for round in 0..8u8 {
             for p in 0..8u8 {
                 for _ in 0..CAPACITY {
-                    drop(d.push((p + round) % 8, [p; RECORD]).unwrap());
+                    let _shed = d.push((p + round) % 8, [p; RECORD]).unwrap();
                 }
             }
         }
