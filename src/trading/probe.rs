@@ -1,15 +1,15 @@
 //! The health probe: a cheap, idempotent call that a background thread makes
 //! in place of a live request when a breaker's open period ends.
 //!
-//! One thread per process watches every breaker built with a probe. It
-//! starts the first time such a breaker is built and runs for the rest of
-//! the process. It holds weak references only, in a list bounded by
+//! One thread per process, `fusebox-health-probe`, watches every breaker
+//! built with a probe. It starts the first time such a breaker is built and
+//! runs for the rest of the process. It holds weak references only, in a list bounded by
 //! [`CAPACITY`] and pruned of dropped breakers on every pass, so memory does
 //! not grow with breakers made and dropped.
 //!
 //! Every [`TICK`] it looks at each breaker's gate without the lock; one whose
 //! open period has ended is moved to half-open and given to a short-lived
-//! worker thread that runs the probe function. The watcher never runs a
+//! worker thread, `fusebox-probe`, that runs the probe function. The watcher never runs a
 //! probe itself: it waits for the answer until the probe's deadline, then
 //! abandons the worker (a hung probe keeps only its own thread, and at most
 //! [`MAX_RUNNING`] run at once) and records the probe as failed.
@@ -41,8 +41,10 @@ type ProbeFn = Arc<dyn Fn() -> bool + Send + Sync>;
 /// reference-data lookup, a vendor's status endpoint) and how long it may
 /// take.
 ///
-/// When the open period ends, the process's health-probe thread runs it
-/// instead of letting a live request be the probe: recovery does not wait
+/// When the open period ends, the process's health-probe thread
+/// (`fusebox-health-probe`, one per process, started with the first
+/// breaker built with a probe) runs it, on a short-lived thread of its own
+/// (`fusebox-probe`), instead of letting a live request be the probe: recovery does not wait
 /// for traffic, and live callers are refused (state
 /// [`State::HalfOpen`](crate::State::HalfOpen)) until it succeeds. A probe
 /// that fails, panics or outlives its deadline re-opens the breaker with
