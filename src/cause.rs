@@ -12,8 +12,9 @@ use std::fmt::{self, Write as _};
 ///
 /// The message is the error's `Display`, cut to
 /// [`MAX_MESSAGE`](Self::MAX_MESSAGE) bytes, with control characters
-/// (and the other characters [`crate::text`] holds hostile) replaced by
-/// spaces so that it cannot forge a log line. It is taken from
+/// and invisible formatting characters (bidirectional overrides,
+/// zero-width characters, line separators) replaced by spaces so that it
+/// cannot forge a log line or read other than it is. It is taken from
 /// calls made through [`Breaker::call`](crate::Breaker::call),
 /// [`call_any`](crate::Breaker::call_any) (for error types it can see as
 /// `std::error::Error`; others give the type name only),
