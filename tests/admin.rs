@@ -432,6 +432,15 @@ fn it_never_starts_without_a_token_or_on_a_public_address_by_accident() {
             ..
         })
     ));
+    for timeout in [Duration::ZERO, Duration::MAX] {
+        assert!(matches!(
+            Admin::start(&registry, config().request_timeout(timeout)),
+            Err(AdminError::Invalid {
+                field: "request_timeout",
+                ..
+            })
+        ));
+    }
 }
 
 #[test]

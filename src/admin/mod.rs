@@ -141,7 +141,7 @@ impl AdminConfig {
     /// How long a client has to send its whole request, counted from the
     /// moment its connection is accepted; a client still sending then is
     /// cut off without an answer. A client has as long again to read the
-    /// answer.
+    /// answer. More than zero and at most an hour.
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
         self
@@ -249,10 +249,10 @@ impl Admin {
                 rule: "must be at least 1",
             });
         }
-        if config.request_timeout.is_zero() {
+        if config.request_timeout.is_zero() || config.request_timeout > Duration::from_secs(3600) {
             return Err(AdminError::Invalid {
                 field: "request_timeout",
-                rule: "must be greater than zero",
+                rule: "must be greater than zero and at most an hour",
             });
         }
         let listener = TcpListener::bind(config.bind).map_err(|source| AdminError::Bind {

@@ -39,12 +39,12 @@ pub(crate) struct Server {
 struct Live {
     stopping: bool,
     next: u64,
-    conns: HashMap<u64, Live1>,
+    conns: HashMap<u64, Serving>,
 }
 
 /// One connection being served: a handle on its socket, to shut it on
 /// stop, and its thread.
-struct Live1 {
+struct Serving {
     socket: TcpStream,
     thread: JoinHandle<()>,
 }
@@ -144,7 +144,7 @@ fn accept_loop(listener: &TcpListener, live: &Arc<Mutex<Live>>, shared: &Arc<Sha
             });
         match spawned {
             Ok(thread) => {
-                table.conns.insert(id, Live1 { socket, thread });
+                table.conns.insert(id, Serving { socket, thread });
             }
             Err(_) => {
                 drop(table);
