@@ -231,7 +231,7 @@ pub enum ConfigError {
         why: &'static str,
     },
     /// A setting broke a rule.
-    #[error("`{field}` {rule} (got {value})")]
+    #[error("`{field}` {rule} (got {})", crate::text::shown(.value))]
     Invalid {
         /// The builder method that set it.
         field: &'static str,

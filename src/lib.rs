@@ -186,6 +186,7 @@ pub mod registry;
 mod snapshot;
 mod state;
 mod sync;
+mod text;
 pub mod trading;
 #[cfg(any(feature = "admin", feature = "redis"))]
 mod utc;

@@ -269,6 +269,17 @@ impl Machine {
         self.recovering.watch_from(now)
     }
 
+    /// Whether a schedule converts wall-clock time (`src/recovery.rs`).
+    pub(crate) fn has_schedule(&self) -> bool {
+        self.recovering.has_schedule()
+    }
+
+    /// Converts wall-clock time through a fresh reading of the wall clock,
+    /// `wall` at `now`, from here on (`src/recovery/schedule.rs`).
+    pub(crate) fn reanchor(&mut self, wall: std::time::SystemTime, now: u64) {
+        self.recovering.reanchor(wall, now);
+    }
+
     /// Adds a one-off maintenance window at `now` (`src/recovery/declare.rs`).
     pub(crate) fn declare_maintenance(
         &mut self,

@@ -58,14 +58,16 @@ impl Recovery {
         !self.windows.is_empty() || !self.deadlines.is_empty()
     }
 
-    /// Reads the wall clock, once, as the monotonic instant `mono`: for the
-    /// windows and deadlines given, and for windows declared later.
-    pub(crate) fn anchor(&mut self, mono: u64) {
-        let wall = self
-            .wall_clock
-            .as_ref()
-            .map_or_else(SystemTime::now, |c| (c.0)());
-        self.anchor = Some(Anchor { wall, mono });
+    /// Reads the wall clock as the monotonic instant `mono`: for the
+    /// windows and deadlines given, and for windows declared later. Returns
+    /// the clock if it is to be read again as the breaker runs.
+    pub(crate) fn anchor(&mut self, mono: u64) -> Option<WallClock> {
+        let clock = self.wall_clock.clone().unwrap_or_else(WallClock::system);
+        self.anchor = Some(Anchor {
+            wall: clock.read(),
+            mono,
+        });
+        clock.is_live().then_some(clock)
     }
 
     /// Whether calls must be checked against the maintenance windows when
@@ -181,6 +183,22 @@ impl Recovering {
             short_circuit: r.short_circuit,
             neutral: 0,
             background: r.probe.is_some(),
+        }
+    }
+
+    /// Whether a schedule (windows or deadlines) converts wall-clock time.
+    pub(crate) fn has_schedule(&self) -> bool {
+        self.plan.is_some()
+    }
+
+    /// A fresh reading of the wall clock, `wall` at the monotonic instant
+    /// `mono`, in place of the last: every wall-clock instant is converted
+    /// through it from now on.
+    pub(crate) fn reanchor(&mut self, wall: SystemTime, mono: u64) {
+        let anchor = Anchor { wall, mono };
+        self.anchor = Some(anchor);
+        if let Some(plan) = &mut self.plan {
+            plan.anchor = anchor;
         }
     }
 
@@ -301,5 +319,35 @@ impl Recovering {
     /// Failures made neutral by a maintenance window, in the breaker's life.
     pub(crate) fn neutral_failures(&self) -> u64 {
         self.neutral
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::nanos;
+
+    #[test]
+    fn a_fresh_wall_reading_moves_the_schedule_by_the_drift_it_corrects() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let hour = Duration::from_secs(3600);
+        let mut r = Recovery {
+            windows: vec![MaintenanceWindow::once(t0 + 24 * hour, t0 + 26 * hour)],
+            wall_clock: Some(WallClock::fixed(t0)),
+            ..Recovery::default()
+        };
+        assert!(r.anchor(0).is_none(), "a fixed clock is never read again");
+        let mut rec = Recovering::new(&r);
+        let day = nanos(24 * hour);
+        // By the monotonic clock alone the window starts a day after build.
+        assert_eq!(rec.maintenance_until(day - 1), None);
+        assert!(rec.maintenance_until(day).is_some());
+        // The wall clock says the monotonic one ran 52 s slow over that day
+        // (600 ppm): read again, the window starts 52 s sooner on it.
+        let drift = Duration::from_millis(51_840);
+        let mono = day - nanos(drift);
+        rec.reanchor(t0 + 24 * hour, mono);
+        assert_eq!(rec.maintenance_until(mono - 1), None);
+        assert_eq!(rec.maintenance_until(mono), Some(mono + nanos(2 * hour)));
     }
 }

@@ -3,11 +3,13 @@
 //! The metrics are read from each breaker's [`Snapshot`] when the registry
 //! is scraped: nothing is counted twice, and the hot path carries no metric
 //! of its own. Every series is labelled with `breaker` (the name) and
-//! `call_path`.
+//! `call_path`; a breaker writes 21 series, one more each with a latency
+//! policy (once its first window is full) or an expiring override.
 //!
 //! | metric | type | meaning |
 //! |---|---|---|
 //! | `fusebox_breaker_state` | gauge | 0 closed, 1 open, 2 half-open, 3 forced open, 4 forced closed |
+//! | `fusebox_breaker_in_maintenance` | gauge | 1 inside a maintenance window: failures are neutral |
 //! | `fusebox_breaker_in_state{state}` | gauge | 1 for the current state, 0 for the others (a state set) |
 //! | `fusebox_breaker_calls_total{outcome}` | counter | calls by outcome: `success`, `failure`, `ignored` |
 //! | `fusebox_breaker_slow_calls_total` | counter | successful calls slower than `slow_call_duration` |
@@ -211,7 +213,7 @@ fn breakers(registry: &Registry, encoder: &mut DescriptorEncoder<'_>) -> Result<
         .breakers()
         .iter()
         .map(|b| Row {
-            call_path: b.call_path().as_str().to_owned(),
+            call_path: crate::text::shown(b.call_path().as_str()).to_string(),
             snap: b.snapshot(),
         })
         .collect();

@@ -15,8 +15,10 @@ pub(crate) type ProbeFn = Arc<dyn Fn() -> bool + Send + Sync>;
 /// reference-data lookup, a vendor's status endpoint) and how long it may
 /// take.
 ///
-/// When the open period ends, the process's health-probe thread runs it
-/// instead of letting a live request be the probe: recovery does not wait
+/// When the open period ends, the process's health-probe thread
+/// (`fusebox-health-probe`, one per process, started with the first
+/// breaker built with a probe) runs it, on a short-lived thread of its own
+/// (`fusebox-probe`), instead of letting a live request be the probe: recovery does not wait
 /// for traffic, and live callers are refused (state
 /// [`State::HalfOpen`](crate::State::HalfOpen)) until it succeeds. A probe
 /// that fails, panics or outlives its deadline re-opens the breaker with

@@ -169,22 +169,57 @@ impl Deadlines {
 /// Where a breaker's wall-clock time comes from, for scheduling only:
 /// `SystemTime::now` by default; tests pass a fixed instant.
 ///
-/// It is read **once**, when the breaker is built; from then on the
-/// breaker's monotonic clock carries the time forward, so a wall-clock step
-/// (NTP, an operator) never moves a decision.
+/// It is read when the breaker is built, and that reading is carried
+/// forward by the breaker's monotonic clock. A long-running breaker reads
+/// it again (at most once a second, when its lock is next taken, and
+/// whenever a window is declared), so that the monotonic
+/// clock's rate error never adds up: windows and deadlines stay within a
+/// millisecond or so of the wall clock after days of uptime. A wall-clock
+/// step (NTP, an operator) is followed at the next reading.
 #[derive(Clone)]
-pub struct WallClock(pub(crate) std::sync::Arc<dyn Fn() -> SystemTime + Send + Sync>);
+pub struct WallClock(pub(crate) Source);
+
+#[derive(Clone)]
+pub(crate) enum Source {
+    /// Read again as the breaker runs.
+    Live(std::sync::Arc<dyn Fn() -> SystemTime + Send + Sync>),
+    /// Read once: the instant at build, carried forward by the monotonic
+    /// clock alone.
+    Fixed(SystemTime),
+}
+
+/// How often, at most, a breaker reads its wall clock again.
+pub(crate) const REANCHOR_EVERY: Duration = Duration::from_secs(1);
 
 impl WallClock {
-    /// A wall clock that reads `f`.
+    /// A wall clock that reads `f`, at build and again as the breaker runs.
     pub fn new(f: impl Fn() -> SystemTime + Send + Sync + 'static) -> Self {
-        WallClock(std::sync::Arc::new(f))
+        WallClock(Source::Live(std::sync::Arc::new(f)))
     }
 
-    /// A wall clock stopped at `at`: what tests use, with a mock monotonic
-    /// clock to move time.
+    /// A wall clock that reads `at` when the breaker is built and is then
+    /// carried forward by the breaker's monotonic clock alone, never read
+    /// again: what tests use, with a mock monotonic clock to move time.
     pub fn fixed(at: SystemTime) -> Self {
-        WallClock::new(move || at)
+        WallClock(Source::Fixed(at))
+    }
+
+    /// The system's clock.
+    pub(crate) fn system() -> Self {
+        WallClock::new(SystemTime::now)
+    }
+
+    /// Reads it.
+    pub(crate) fn read(&self) -> SystemTime {
+        match &self.0 {
+            Source::Live(f) => f(),
+            Source::Fixed(at) => *at,
+        }
+    }
+
+    /// Whether it is read again as the breaker runs.
+    pub(crate) fn is_live(&self) -> bool {
+        matches!(self.0, Source::Live(_))
     }
 }
 

@@ -16,9 +16,10 @@
 //! A one-off window can also be declared on a running breaker
 //! ([`Breaker::declare_maintenance`](crate::Breaker::declare_maintenance)).
 //!
-//! Wall-clock time is used for scheduling only. It is read once, when the
-//! breaker is built ([`WallClock`]), and carried forward by the breaker's
-//! monotonic clock; every decision is taken on the monotonic clock.
+//! Wall-clock time is used for scheduling only. It is read when the
+//! breaker is built ([`WallClock`]) and carried forward by the breaker's
+//! monotonic clock, and read again now and then so that the two do not
+//! drift apart; every decision is taken on the monotonic clock.
 //! Recurring windows and deadlines in a named IANA time zone need the
 //! `calendar` feature (the `jiff` crate does the time-zone arithmetic).
 //! `docs/trading.md` is the guide.

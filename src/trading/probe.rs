@@ -1,15 +1,15 @@
 //! The health probe: a cheap, idempotent call that a background thread makes
 //! in place of a live request when a breaker's open period ends.
 //!
-//! One thread per process watches every breaker built with a probe. It
-//! starts the first time such a breaker is built and runs for the rest of
-//! the process. It holds weak references only, in a list bounded by
+//! One thread per process, `fusebox-health-probe`, watches every breaker
+//! built with a probe. It starts the first time such a breaker is built and
+//! runs for the rest of the process. It holds weak references only, in a list bounded by
 //! [`CAPACITY`] and pruned of dropped breakers on every pass, so memory does
 //! not grow with breakers made and dropped.
 //!
 //! Every [`TICK`] it looks at each breaker's gate without the lock; one whose
 //! open period has ended is moved to half-open and given to a short-lived
-//! worker thread that runs the probe function. The watcher never runs a
+//! worker thread, `fusebox-probe`, that runs the probe function. The watcher never runs a
 //! probe itself: it waits for the answer until the probe's deadline, then
 //! abandons the worker (a hung probe keeps only its own thread, and at most
 //! [`MAX_RUNNING`] run at once) and records the probe as failed.
