@@ -7,8 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backoff::Backoff;
+use crate::check::{check, check_rate};
 use crate::events::{Delivery, StateChange};
 use crate::policy::{HalfOpenRate, OpenPeriod, TripPredicate};
+use crate::recovery::health_probe::HealthProbe;
 use crate::{Breaker, CallPath, Classifier, ConfigError, LatencyTrip, ResultClassifier};
 
 pub(crate) type Callback = Arc<dyn Fn(&StateChange) + Send + Sync>;
@@ -31,7 +33,7 @@ pub(crate) struct Settings {
     pub(crate) flapping_trips: Option<u32>,
     pub(crate) flapping_window: Duration,
     /// Ramp-up, maintenance windows, deadlines (`src/trading/`).
-    pub(crate) recovery: crate::trading::Recovery,
+    pub(crate) recovery: crate::recovery::Recovery,
     pub(crate) trip_predicate: Option<TripPredicate>,
     pub(crate) open_period: Option<OpenPeriod>,
     pub(crate) count_window: Option<u32>,
@@ -73,7 +75,7 @@ impl Default for Settings {
             latency_trip: None,
             flapping_trips: Some(3),
             flapping_window: Duration::from_secs(600),
-            recovery: crate::trading::Recovery::default(),
+            recovery: crate::recovery::Recovery::default(),
             trip_predicate: None,
             open_period: None,
             count_window: None,
@@ -140,6 +142,12 @@ pub struct BreakerBuilder<T = Breaker> {
     pub(crate) jitter_seed: Option<u64>,
     pub(crate) result_classifier: Option<ResultClassifier>,
     pub(crate) settings: Settings,
+    /// What has the process's health-probe thread watch the breaker built
+    /// with a health probe: set with the probe by
+    /// [`health_probe`](Self::health_probe) (`src/trading/`), and handed to
+    /// the breaker at build, so that the breaker does not import the
+    /// thread's module. False if the thread cannot take the breaker.
+    pub(crate) probe_thread: Option<fn(&Breaker, HealthProbe) -> bool>,
     /// What `build()` makes: a [`Breaker`] or a [`BreakerConfig`].
     target: PhantomData<fn() -> T>,
 }
@@ -183,6 +191,7 @@ impl<T> BreakerBuilder<T> {
             jitter_seed: None,
             result_classifier: None,
             settings: Settings::default(),
+            probe_thread: None,
             target: PhantomData,
         }
     }
@@ -372,6 +381,7 @@ impl<T> BreakerBuilder<T> {
             jitter_seed: self.jitter_seed,
             result_classifier: self.result_classifier,
             settings: self.settings,
+            probe_thread: self.probe_thread,
             target: PhantomData,
         }
     }
@@ -522,7 +532,8 @@ impl<T> BreakerBuilder<T> {
             any_condition,
             "is off along with every other trip condition, so the breaker could never open",
             "None",
-        )
+        )?;
+        Ok(())
     }
 }
 
@@ -674,30 +685,4 @@ impl BreakerConfig {
         builder.name = name.into();
         builder
     }
-}
-
-pub(crate) fn check(
-    field: &'static str,
-    ok: bool,
-    rule: &'static str,
-    value: impl fmt::Display,
-) -> Result<(), ConfigError> {
-    if ok {
-        Ok(())
-    } else {
-        Err(ConfigError::Invalid {
-            field,
-            rule,
-            value: value.to_string(),
-        })
-    }
-}
-
-pub(crate) fn check_rate(field: &'static str, rate: f64) -> Result<(), ConfigError> {
-    check(
-        field,
-        rate > 0.0 && rate <= 1.0,
-        "must be within (0, 1]",
-        rate,
-    )
 }

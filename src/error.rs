@@ -6,6 +6,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::check::Invalid;
 use crate::name::Inline;
 use crate::{CallPath, State};
 
@@ -235,7 +236,7 @@ pub enum ConfigError {
         why: &'static str,
     },
     /// A setting broke a rule.
-    #[error("`{field}` {rule} (got {value})")]
+    #[error("`{field}` {rule} (got {})", crate::text::shown(.value))]
     Invalid {
         /// The builder method that set it.
         field: &'static str,
@@ -252,6 +253,16 @@ pub enum ConfigError {
         /// Why a breaker must not stand there.
         why: &'static str,
     },
+}
+
+impl From<Invalid> for ConfigError {
+    fn from(i: Invalid) -> Self {
+        ConfigError::Invalid {
+            field: i.field,
+            rule: i.rule,
+            value: i.value,
+        }
+    }
 }
 
 impl ConfigError {

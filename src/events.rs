@@ -9,7 +9,8 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use parking_lot::Mutex;
 
-use crate::config::check;
+use crate::check::check;
+use crate::text::shown;
 use crate::{ConfigError, State};
 
 /// Why a breaker changed state.
@@ -165,7 +166,8 @@ impl fmt::Display for Reason {
                 failures,
             } => write!(
                 f,
-                "trip predicate `{name}` held ({failures} failures in {calls} calls)"
+                "trip predicate `{}` held ({failures} failures in {calls} calls)",
+                shown(name)
             ),
             Reason::ProbeFailureRate { rate, probes } => {
                 write!(
@@ -183,45 +185,20 @@ impl fmt::Display for Reason {
             Reason::ProbeExpired => f.write_str("probe did not report back in time"),
             Reason::RampFailed => f.write_str("a call failed during the ramp-up"),
             Reason::ForcedOpen { actor, note } => {
-                write!(
-                    f,
-                    "forced open by {}: {}",
-                    Printable(actor),
-                    Printable(note)
-                )
+                write!(f, "forced open by {}: {}", shown(actor), shown(note))
             }
             Reason::ForcedClosed { actor, note } => {
-                write!(
-                    f,
-                    "forced closed by {}: {}",
-                    Printable(actor),
-                    Printable(note)
-                )
+                write!(f, "forced closed by {}: {}", shown(actor), shown(note))
             }
             Reason::OverrideExpired => f.write_str("the operator override expired"),
             Reason::Reset { actor, note } => {
-                write!(f, "reset by {}: {}", Printable(actor), Printable(note))
+                write!(f, "reset by {}: {}", shown(actor), shown(note))
             }
             Reason::Fleet => f.write_str("the fleet's shared state"),
         }
     }
 }
 
-/// Text from an operator (an actor, a note) as a log line shows it: control
-/// characters escaped (`\n`, `\u{1b}`), so that no note can end a log line
-/// and forge the next one.
-pub(crate) struct Printable<'a>(pub(crate) &'a str);
-
-impl fmt::Display for Printable<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for c in self.0.chars() {
-            if c.is_control() {
-                write!(f, "{}", c.escape_default())?;
-            } else {
-                fmt::Write::write_char(f, c)?;
-            }
-        }
-        Ok(())
     }
 }
 

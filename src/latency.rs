@@ -121,7 +121,7 @@ impl LatencyTrip {
     }
 
     pub(crate) fn validate(&self) -> Result<(), crate::ConfigError> {
-        use crate::config::{check, check_rate};
+        use crate::check::{check, check_rate};
         check_rate("latency_trip.percentile", self.percentile)?;
         check(
             "latency_trip.threshold",
@@ -155,7 +155,8 @@ impl LatencyTrip {
             (1..=1 << 20).contains(&self.capacity),
             "must be between 1 and 1048576",
             self.capacity,
-        )
+        )?;
+        Ok(())
     }
 }
 

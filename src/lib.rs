@@ -158,6 +158,7 @@ mod backoff;
 mod breaker;
 mod call_path;
 mod cause;
+mod check;
 mod classify;
 mod clock;
 mod config;
@@ -184,6 +185,7 @@ mod policy;
 #[cfg(feature = "prometheus")]
 pub mod prometheus;
 mod ramp;
+mod recovery;
 #[cfg(feature = "registry")]
 pub mod registry;
 // `Serialize` for snapshots: the `serde` feature's promise, and the shape
@@ -193,6 +195,7 @@ mod serialize;
 mod snapshot;
 mod state;
 mod sync;
+mod text;
 pub mod trading;
 #[cfg(any(feature = "admin", feature = "redis"))]
 mod utc;

@@ -283,6 +283,52 @@ fn the_families_follow_prometheus_naming() {
     );
 }
 
+/// How many series `breaker` writes.
+fn series_of(expo: &Exposition, breaker: &str) -> usize {
+    expo.families
+        .values()
+        .flat_map(|f| f.iter_samples())
+        .filter(|s| {
+            s.get_labelset()
+                .is_ok_and(|set| set.get_label_value("breaker") == Some(breaker))
+        })
+        .count()
+}
+
+#[test]
+fn each_breaker_writes_the_series_the_docs_count_and_name() {
+    let (registry, mock) = registry();
+    registry.breaker("news", "vendor").unwrap();
+    registry.breaker("fx", "vendor").unwrap();
+    let ratings = registry.breaker("ratings", "timed").unwrap();
+    registry
+        .force_open("fx", &Override::new("ops", "drill").expires_after(60 * SEC))
+        .unwrap();
+    // A latency policy's series once its first window is full.
+    succeed(&ratings).unwrap();
+    mock.increment(2 * SEC);
+    succeed(&ratings).unwrap();
+    assert!(ratings.snapshot().latency_percentile.is_some());
+    let expo = scrape(&registry);
+    // docs/ops.md: 21 series per breaker, one more each with a latency
+    // policy or an expiring override.
+    assert_eq!(series_of(&expo, "news"), 21);
+    assert_eq!(series_of(&expo, "fx"), 22);
+    assert_eq!(series_of(&expo, "ratings"), 22);
+    // Every family is in both tables: the rustdoc's and docs/ops.md's.
+    let rustdoc = include_str!("../src/prometheus/mod.rs");
+    let ops = include_str!("../docs/ops.md");
+    for name in expo.families.keys() {
+        for (doc, text) in [("src/prometheus/mod.rs", rustdoc), ("docs/ops.md", ops)] {
+            assert!(
+                text.contains(&format!("| `{name}")),
+                "{name} is not in the table of {doc}"
+            );
+        }
+    }
+    assert!(ops.contains("writes 21 series per breaker"));
+}
+
 #[test]
 fn an_empty_registry_scrapes_to_an_empty_exposition() {
     let registry = Registry::new();

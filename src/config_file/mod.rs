@@ -501,7 +501,14 @@ fn toml_error(text: &str, err: &toml::de::Error) -> FileError {
         Some(table) => format!("in {table}: {err}"),
         None => err.to_string(),
     };
+    // The parser's lines quote the file: each is shown escaped and bounded,
+    // the line breaks between them kept.
+    let message: Vec<String> = message
+        .trim_end()
+        .lines()
+        .map(|line| crate::text::shown(line).to_string())
+        .collect();
     FileError::Parse {
-        message: message.trim_end().to_owned(),
+        message: message.join("\n"),
     }
 }

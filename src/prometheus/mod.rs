@@ -3,7 +3,8 @@
 //! The metrics are read from each breaker's [`Snapshot`] when the registry
 //! is scraped: nothing is counted twice, and the hot path carries no metric
 //! of its own. Every series is labelled with `breaker` (the name) and
-//! `call_path`.
+//! `call_path`; a breaker writes 21 series, one more each with a latency
+//! policy (once its first window is full) or an expiring override.
 //!
 //! | metric | type | meaning |
 //! |---|---|---|
@@ -231,7 +232,7 @@ fn breakers(registry: &Registry, encoder: &mut DescriptorEncoder<'_>) -> Result<
         .breakers()
         .iter()
         .map(|b| Row {
-            call_path: b.call_path().as_str().to_owned(),
+            call_path: crate::text::shown(b.call_path().as_str()).to_string(),
             snap: b.snapshot(),
         })
         .collect();

@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use super::schedule::{Anchor, MaintenanceWindow};
 use super::{Plan, Recovering};
+use crate::check::check;
 use crate::ConfigError;
 
 /// The most maintenance windows a breaker holds: those given to the builder
@@ -45,7 +46,7 @@ impl Recovering {
         let end = match end {
             WindowEnd::At(end) => end,
             WindowEnd::After(lasting) => {
-                crate::config::check(
+                check(
                     "maintenance_window",
                     !lasting.is_zero(),
                     "must last longer than zero",
@@ -59,7 +60,7 @@ impl Recovering {
             }
         };
         MaintenanceWindow::once(start, end).validate()?;
-        crate::config::check(
+        check(
             "maintenance_window",
             end > wall_now,
             "must end after now",
@@ -73,7 +74,7 @@ impl Recovering {
         });
         plan.windows
             .retain(|w| w.around_or_after(wall_now).is_some());
-        crate::config::check(
+        check(
             "maintenance_window",
             plan.windows.len() < MAX_WINDOWS,
             "a breaker holds at most 64 windows that have not ended",
