@@ -2,8 +2,9 @@
 //! anything serde reads.
 //!
 //! Every setting of [`BreakerBuilder`] can be given by
-//! its name, durations as text (`"250ms"`, `"30s"`, `"5m"`), and a setting
-//! that can be off as `"off"`. A classifier is code, so the file names one
+//! its name, durations as text in the crate's one grammar
+//! ([`crate::duration`]: `"250ms"`, `"4.1s"`, `"1m30s"`, `"1h 30m"`,
+//! `"PT30S"`), and a setting that can be off as `"off"`. A classifier is code, so the file names one
 //! that the application hands to the [`Loader`]. Unknown fields are an
 //! error, and every value is checked by the same `build()` as in code; an
 //! error names the template or breaker, the field and the rule, and a file
@@ -500,7 +501,14 @@ fn toml_error(text: &str, err: &toml::de::Error) -> FileError {
         Some(table) => format!("in {table}: {err}"),
         None => err.to_string(),
     };
+    // The parser's lines quote the file: each is shown escaped and bounded,
+    // the line breaks between them kept.
+    let message: Vec<String> = message
+        .trim_end()
+        .lines()
+        .map(|line| crate::text::shown(line).to_string())
+        .collect();
     FileError::Parse {
-        message: message.trim_end().to_owned(),
+        message: message.join("\n"),
     }
 }
