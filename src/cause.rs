@@ -2,7 +2,10 @@
 //! recorded before the breaker opened, bounded in size. Never the error
 //! value itself, which may hold a connection or a buffer.
 
+use std::error::Error as StdError;
 use std::fmt::{self, Write as _};
+
+use crate::error::CHAIN_LIMIT;
 
 /// The error that opened a breaker, as text: in the opening
 /// [`StateChange::cause`](crate::StateChange::cause), in
@@ -10,8 +13,9 @@ use std::fmt::{self, Write as _};
 /// [`Breaker::last_failure`](crate::Breaker::last_failure), so that a
 /// refused caller can say why (Polly's `BrokenCircuitException` carries it).
 ///
-/// The message is the error's `Display`, cut to
-/// [`MAX_MESSAGE`](Self::MAX_MESSAGE) bytes, with control characters
+/// The message is the error's `Display` followed by its sources', joined
+/// by `": "` as anyhow's `{:#}` prints a chain (`call failed: connection
+/// reset`), cut to [`MAX_MESSAGE`](Self::MAX_MESSAGE) bytes, with control characters
 /// replaced by spaces so that it cannot forge a log line. It is taken from
 /// calls made through [`Breaker::call`](crate::Breaker::call),
 /// [`call_any`](crate::Breaker::call_any) (for error types it can see as
@@ -75,6 +79,14 @@ impl Note {
         note
     }
 
+    /// The note of an error of type `E`: its message and its sources'.
+    pub(crate) fn of_error<E>(err: Option<&dyn StdError>) -> Self {
+        match err {
+            Some(err) => Note::new::<E>(Some(&Chain(err))),
+            None => Note::new::<E>(None),
+        }
+    }
+
     pub(crate) fn cause(&self) -> FailureCause {
         let message = std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default();
         FailureCause {
@@ -100,6 +112,25 @@ impl fmt::Write for Note {
     }
 }
 
+/// An error and its sources, `a: b: c`. Each error's `Display` shows what
+/// happened at its level only, so each message is printed once (an
+/// `io::Error` that wraps an error displays it and gives its source, as
+/// `source()` expects).
+struct Chain<'a>(&'a dyn StdError);
+
+impl fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        for _ in 1..CHAIN_LIMIT {
+            let Some(e) = source else { break };
+            write!(f, ": {e}")?;
+            source = e.source();
+        }
+        Ok(())
+    }
+}
+
 impl fmt::Debug for Note {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.cause().fmt(f)
@@ -109,6 +140,14 @@ impl fmt::Debug for Note {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_message_holds_the_errors_sources_each_once() {
+        let inner = std::io::Error::other("connection reset");
+        let outer = crate::CallError::Failed(inner);
+        let note = Note::of_error::<crate::CallError<std::io::Error>>(Some(&outer));
+        assert_eq!(note.cause().message(), "call failed: connection reset");
+    }
 
     #[test]
     fn a_long_message_is_cut_at_a_character_boundary_and_loses_its_newlines() {
