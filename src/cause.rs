@@ -15,7 +15,9 @@ use crate::error::CHAIN_LIMIT;
 ///
 /// The message is the error's `Display` followed by its sources', joined
 /// by `": "` as anyhow's `{:#}` prints a chain (`call failed: connection
-/// reset`), cut to [`MAX_MESSAGE`](Self::MAX_MESSAGE) bytes, with control characters
+/// reset`; a source whose message the text already ends with, as an error
+/// that prints its source shows it, is not repeated), cut to
+/// [`MAX_MESSAGE`](Self::MAX_MESSAGE) bytes, with control characters
 /// replaced by spaces so that it cannot forge a log line. It is taken from
 /// calls made through [`Breaker::call`](crate::Breaker::call),
 /// [`call_any`](crate::Breaker::call_any) (for error types it can see as
@@ -79,12 +81,28 @@ impl Note {
         note
     }
 
-    /// The note of an error of type `E`: its message and its sources'.
+    /// The note of an error of type `E`: its message and its sources',
+    /// `a: b: c`. Each error's `Display` should show what happened at its
+    /// level only, but many also print their source (`#[error("{0}")]`
+    /// over a `#[source]`): a source whose message ends the text already
+    /// written is not written again.
     pub(crate) fn of_error<E>(err: Option<&dyn StdError>) -> Self {
-        match err {
-            Some(err) => Note::new::<E>(Some(&Chain(err))),
-            None => Note::new::<E>(None),
+        let Some(err) = err else {
+            return Note::new::<E>(None);
+        };
+        let mut note = Note::new::<E>(Some(&err));
+        let mut source = err.source();
+        for _ in 1..CHAIN_LIMIT {
+            let Some(e) = source else { break };
+            let message = Note::new::<E>(Some(&e));
+            let (written, next) = (&note.buf[..note.len], &message.buf[..message.len]);
+            if !written.ends_with(next) && note.write_str(": ").is_ok() {
+                // A full buffer cuts the message: the cut is meant.
+                let _ = note.write_str(std::str::from_utf8(next).unwrap_or_default());
+            }
+            source = e.source();
         }
+        note
     }
 
     pub(crate) fn cause(&self) -> FailureCause {
@@ -112,25 +130,6 @@ impl fmt::Write for Note {
     }
 }
 
-/// An error and its sources, `a: b: c`. Each error's `Display` shows what
-/// happened at its level only, so each message is printed once (an
-/// `io::Error` that wraps an error displays it and gives its source, as
-/// `source()` expects).
-struct Chain<'a>(&'a dyn StdError);
-
-impl fmt::Display for Chain<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut source = self.0.source();
-        for _ in 1..CHAIN_LIMIT {
-            let Some(e) = source else { break };
-            write!(f, ": {e}")?;
-            source = e.source();
-        }
-        Ok(())
-    }
-}
-
 impl fmt::Debug for Note {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.cause().fmt(f)
@@ -147,6 +146,32 @@ mod tests {
         let outer = crate::CallError::Failed(inner);
         let note = Note::of_error::<crate::CallError<std::io::Error>>(Some(&outer));
         assert_eq!(note.cause().message(), "call failed: connection reset");
+    }
+
+    /// Displays `message` and gives `source` as its source, as
+    /// `#[error("...{0}")]` over a `#[source]` does.
+    #[derive(Debug)]
+    struct Wrapper(&'static str, std::io::Error);
+
+    impl fmt::Display for Wrapper {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "{}{}", self.0, self.1)
+        }
+    }
+
+    impl StdError for Wrapper {
+        fn source(&self) -> Option<&(dyn StdError + 'static)> {
+            Some(&self.1)
+        }
+    }
+
+    #[test]
+    fn a_source_the_error_already_prints_is_not_written_twice() {
+        for prefix in ["", "fetching the curve: "] {
+            let err = Wrapper(prefix, std::io::Error::other("timed out"));
+            let note = Note::of_error::<Wrapper>(Some(&err));
+            assert_eq!(note.cause().message(), format!("{prefix}timed out"));
+        }
     }
 
     #[test]
