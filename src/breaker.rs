@@ -27,6 +27,9 @@ use crate::machine::{
 };
 use crate::notifier::{self, Handoff};
 use crate::snapshot::{rate, Snapshot, Totals};
+
+/// How often, at most, the wall clock is read again, in nanoseconds.
+const REANCHOR_EVERY: u64 = crate::recovery::schedule::REANCHOR_EVERY.as_nanos() as u64;
 use crate::{
     CallError, CallPath, Classifier, ConfigError, IsStdError, OwnedPermit, Permit, Rejected,
     ResultClassifier, State, StateChange, Verdict,
@@ -81,6 +84,11 @@ struct Inner {
     /// From when a call to a closed breaker takes the lock to be checked
     /// against a maintenance window; read only when `times_calls`.
     watch_from: AtomicU64,
+    /// The wall clock, if it is read again as the breaker runs.
+    wall: Option<crate::recovery::schedule::WallClock>,
+    /// From when the next locked operation reads the wall clock again
+    /// (`u64::MAX`: not while no schedule converts wall-clock time).
+    reanchor_at: AtomicU64,
     core: Mutex<Core>,
     /// Who delivers: bit 0 ([`BUSY`]) is set while a thread delivers; above
     /// it, in units of [`CREDIT`], the changes handed off to the notifier.
@@ -93,6 +101,13 @@ struct Inner {
     on_change: Option<Callback>,
     subscribers: Arc<Subscribers>,
 }
+
+// The health-probe thread's seam. The process's health-probe thread
+// (`src/trading/probe.rs`) stands above the breaker and reaches it through
+// what follows only: a handle that does not keep the breaker alive, and the
+// two steps of a probe made in the background. The breaker does not import
+// the thread's module: the builder's `health_probe` setter hands the thread's
+// `watch` to the breaker, which calls it once, at build.
 
 /// A breaker held without keeping it alive, by the health-probe thread.
 #[derive(Clone)]
@@ -109,6 +124,65 @@ impl WeakBreaker {
 
     pub(crate) fn same(&self, other: &WeakBreaker) -> bool {
         self.0.ptr_eq(&other.0)
+    }
+}
+
+/// A probe out on the health-probe thread: what
+/// [`begin_health_probe`](Breaker::begin_health_probe) hands out and
+/// [`end_health_probe`](Breaker::end_health_probe) takes back.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ProbeOut {
+    ticket: Ticket,
+    started: u64,
+}
+
+impl Breaker {
+    /// A handle that does not keep the breaker alive.
+    pub(crate) fn downgrade(&self) -> WeakBreaker {
+        WeakBreaker(Arc::downgrade(&self.inner))
+    }
+
+    /// On the health-probe thread: moves the breaker to half-open for its
+    /// probe if its open period has ended, and returns the probe, out.
+    /// Lock-free unless the gate says open and past its period, or
+    /// half-open.
+    pub(crate) fn begin_health_probe(&self) -> Option<ProbeOut> {
+        let gate = self.inner.gate.word();
+        let now = self.inner.time.now();
+        match gate & 3 {
+            GATE_CLOSED | GATE_FORCED => return None,
+            GATE_OPEN if now < gate >> 2 => return None,
+            _ => {}
+        }
+        let (ticket, changed) = {
+            let mut core = self.lock();
+            let (ticket, transition) = core.machine.admit_background(now);
+            let changed = transition.is_some();
+            if let Some(t) = transition {
+                self.publish(&mut core, t);
+            }
+            (ticket, changed)
+        };
+        if changed {
+            self.inner.hand_off(1);
+        }
+        if let (Some(_), Some(admitted)) = (ticket, &self.inner.admitted) {
+            // It reports into the totals like any admitted call.
+            admitted.add_one();
+        }
+        ticket.map(|ticket| ProbeOut {
+            ticket,
+            started: now,
+        })
+    }
+
+    /// On the health-probe thread: records the probe's outcome. The changes
+    /// it causes go to the notifier, so that a callback that blocks cannot
+    /// hold up the probes of every breaker.
+    pub(crate) fn end_health_probe(&self, probe: ProbeOut, outcome: Verdict) {
+        if self.record_locked(probe.ticket, probe.started, outcome, None) {
+            self.inner.hand_off(1);
+        }
     }
 }
 
@@ -155,11 +229,16 @@ impl Breaker {
         let mut b = b;
         let time = Time::new(b.clock.take());
         let seed = b.jitter_seed.unwrap_or_else(Rng::random_seed);
-        b.settings.recovery.anchor(time.now());
+        let wall = b.settings.recovery.anchor(time.now());
         let watches = b.settings.recovery.watches_calls();
         let health_probe = b.settings.recovery.health_probe();
+        let probe_thread = b.probe_thread;
         let count_in_flight = b.settings.count_in_flight;
         let machine = Machine::new(b.settings, seed, time.now());
+        let reanchor_at = match &wall {
+            Some(_) if machine.has_schedule() => time.now().saturating_add(REANCHOR_EVERY),
+            _ => u64::MAX,
+        };
         let (gate, published) = Gate::new(machine.gate(), machine.quiet_until());
         let classifier = b
             .classifier
@@ -177,7 +256,9 @@ impl Breaker {
                 admits_slowly: machine.times_calls() || watches || count_in_flight,
                 admitted: count_in_flight.then(Counter::default),
                 has_window: machine.quiet_until() != u64::MAX,
-                watch_from: AtomicU64::new(machine.watch_from(time.now())),
+                watch_from: AtomicU64::new(watch_from(&machine, time.now(), reanchor_at)),
+                wall,
+                reanchor_at: AtomicU64::new(reanchor_at),
                 time,
                 core: Mutex::new(Core {
                     published,
@@ -199,61 +280,23 @@ impl Breaker {
             }),
         };
         if let Some(p) = health_probe {
-            if !crate::trading::probe::watch(&breaker, p) {
+            if !probe_thread.is_some_and(|watch| watch(&breaker, p)) {
                 breaker.inner.core.lock().machine.probe_live();
             }
         }
         breaker
     }
 
-    /// A handle that does not keep the breaker alive.
-    pub(crate) fn downgrade(&self) -> WeakBreaker {
-        WeakBreaker(Arc::downgrade(&self.inner))
-    }
-
-    /// On the health-probe thread: moves the breaker to half-open for its
-    /// probe if its open period has ended, and returns the probe's ticket
-    /// and start. Lock-free unless the gate says open and past its period,
-    /// or half-open.
-    pub(crate) fn begin_health_probe(&self) -> Option<(Ticket, u64)> {
-        let gate = self.inner.gate.word();
-        let now = self.inner.time.now();
-        match gate & 3 {
-            GATE_CLOSED | GATE_FORCED => return None,
-            GATE_OPEN if now < gate >> 2 => return None,
-            _ => {}
-        }
-        let (ticket, changed) = {
-            let mut core = self.lock();
-            let (ticket, transition) = core.machine.admit_background(now);
-            let changed = transition.is_some();
-            if let Some(t) = transition {
-                self.publish(&mut core, t);
-            }
-            (ticket, changed)
-        };
-        if changed {
-            self.inner.hand_off(1);
-        }
-        if let (Some(_), Some(admitted)) = (ticket, &self.inner.admitted) {
-            // It reports into the totals like any admitted call.
-            admitted.add_one();
-        }
-        ticket.map(|t| (t, now))
-    }
-
-    /// On the health-probe thread: records the probe's outcome. The changes
-    /// it causes go to the notifier, so that a callback that blocks cannot
-    /// hold up the probes of every breaker.
-    pub(crate) fn end_health_probe(&self, ticket: Ticket, started: u64, outcome: Verdict) {
-        if self.record_locked(ticket, started, outcome, None) {
-            self.inner.hand_off(1);
-        }
-    }
-
     /// The breaker's name.
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// Now, on the breaker's clock (a mock one in tests): what a registry
+    /// stamps its audit records with.
+    #[cfg(feature = "registry")]
+    pub(crate) fn clock_now(&self) -> quanta::Instant {
+        self.inner.time.instant(self.inner.time.now())
     }
 
     /// The call path it was declared for.
@@ -571,8 +614,7 @@ impl Breaker {
                 // A ramp may have ended.
                 None => self.sync_gate(&mut core),
             };
-            let watch_from = core.machine.watch_from(now);
-            self.inner.watch_from.store(watch_from, Ordering::Relaxed);
+            self.store_watch_from(&core, now);
             (admit, changed)
         };
         if changed {
@@ -858,23 +900,37 @@ impl Breaker {
     pub fn declare_maintenance(
         &self,
         start: Option<std::time::SystemTime>,
-        end: crate::trading::WindowEnd,
+        end: crate::recovery::declare::WindowEnd,
         actor: &str,
         note: &str,
     ) -> Result<(std::time::SystemTime, std::time::SystemTime), ConfigError> {
+        // A fresh wall reading: "now" is the wall clock's, however long the
+        // breaker has run.
+        let wall = self.inner.wall.as_ref().map(|w| w.read());
         let now = self.inner.time.now();
         let window = {
             let mut core = self.lock();
+            if let Some(wall) = wall {
+                core.machine.reanchor(wall, now);
+                // The schedule converts wall-clock time from now on.
+                let _ = self.inner.reanchor_at.compare_exchange(
+                    u64::MAX,
+                    now.saturating_add(REANCHOR_EVERY),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+            }
             let window = core.machine.declare_maintenance(now, start, end)?;
-            let watch_from = core.machine.watch_from(now);
-            self.inner.watch_from.store(watch_from, Ordering::Relaxed);
+            self.store_watch_from(&core, now);
             window
         };
         log::warn!(
-            "breaker `{}`: {actor} declared maintenance from {:?} to {:?}: {note}",
+            "breaker `{}`: {} declared maintenance from {:?} to {:?}: {}",
             self.inner.name,
+            crate::text::shown(actor),
             window.0,
-            window.1
+            window.1,
+            crate::text::shown(note)
         );
         Ok(window)
     }
@@ -1060,15 +1116,68 @@ impl Breaker {
     }
 
     /// Takes the lock and hands the machine the successes counted without
-    /// it, so that every locked operation sees every success before it.
+    /// it, so that every locked operation sees every success before it; and
+    /// a fresh wall-clock reading, when one is due.
     #[inline]
     fn lock(&self) -> parking_lot::MutexGuard<'_, Core> {
+        let wall = self.wall_reading();
         let mut core = self.inner.core.lock();
+        if let Some((wall, now)) = wall {
+            core.machine.reanchor(wall, now);
+        }
         let n = self.inner.gate.take_quiet(&core.published);
         if n != 0 {
             core.machine.absorb_quiet_successes(n);
         }
         core
+    }
+}
+
+impl Breaker {
+    /// A reading of the wall clock and the breaker's clock taken together,
+    /// when one is due: at most once a second, and only
+    /// while a schedule converts wall-clock time. Taken before the lock,
+    /// so that no wall clock is read under it. One atomic load otherwise.
+    fn wall_reading(&self) -> Option<(std::time::SystemTime, u64)> {
+        let due = self.inner.reanchor_at.load(Ordering::Relaxed);
+        if due == u64::MAX {
+            return None;
+        }
+        let now = self.inner.time.now();
+        let next = now.saturating_add(REANCHOR_EVERY);
+        if now < due
+            || self
+                .inner
+                .reanchor_at
+                .compare_exchange(due, next, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return None;
+        }
+        let wall = self.inner.wall.as_ref()?.read();
+        Some((wall, self.inner.time.now()))
+    }
+
+    /// Stores from when a closed call takes the lock to be checked against
+    /// a maintenance window.
+    fn store_watch_from(&self, core: &Core, now: u64) {
+        let from = watch_from(
+            &core.machine,
+            now,
+            self.inner.reanchor_at.load(Ordering::Relaxed),
+        );
+        self.inner.watch_from.store(from, Ordering::Relaxed);
+    }
+}
+
+/// From when a closed call takes the lock to be checked against a
+/// maintenance window: the start of the next one, or sooner, the next wall
+/// reading, so that a breaker whose calls all succeed without the lock
+/// still re-reads the wall clock before a window it watches for.
+fn watch_from(machine: &Machine, now: u64, reanchor_at: u64) -> u64 {
+    match machine.watch_from(now) {
+        u64::MAX => u64::MAX,
+        from => from.min(reanchor_at),
     }
 }
 
@@ -1223,8 +1332,9 @@ impl Inner {
             if let Some((trips, window)) = flapping {
                 let _ = catch_unwind(AssertUnwindSafe(|| {
                     log::warn!(
-                        "breaker `{}` is flapping: {trips} trips within {window:?} (docs/tuning.md says what to change)",
-                        change.breaker
+                        "breaker `{}` is flapping: {trips} trips within {} (docs/tuning.md says what to change)",
+                        change.breaker,
+                        crate::duration::display(window)
                     )
                 }));
             }
@@ -1272,7 +1382,7 @@ impl Handoff for Inner {
 
 /// The instant `lasting` after `now`, in clock nanoseconds.
 fn until(now: u64, lasting: Duration) -> u64 {
-    now.saturating_add(crate::machine::nanos(lasting))
+    now.saturating_add(crate::check::nanos(lasting))
 }
 
 impl fmt::Debug for Breaker {

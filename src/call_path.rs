@@ -31,9 +31,6 @@ pub enum CallPath {
     /// The label is owned, so it can come from a configuration file; build
     /// one with [`CallPath::custom`].
     Custom(Arc<str>),
-    /// Any other optional dependency, with a `'static` label.
-    #[deprecated(note = "use `CallPath::custom(label)`, whose label is owned")]
-    Other(&'static str),
     /// Refused: order submission.
     OrderSubmission,
     /// Refused: order cancellation.
@@ -65,8 +62,6 @@ impl CallPath {
             CallPath::AltData => "alt_data",
             CallPath::Enrichment => "enrichment",
             CallPath::Custom(label) => label,
-            #[allow(deprecated)] // still accepted for one more release
-            CallPath::Other(label) => label,
             CallPath::OrderSubmission => "order_submission",
             CallPath::OrderCancel => "order_cancel",
             CallPath::KillSwitch => "kill_switch",

@@ -18,7 +18,9 @@ use crate::error::CHAIN_LIMIT;
 /// reset`; a source whose message the text already ends with, as an error
 /// that prints its source shows it, is not repeated), cut to
 /// [`MAX_MESSAGE`](Self::MAX_MESSAGE) bytes, with control characters
-/// replaced by spaces so that it cannot forge a log line. It is taken from
+/// and invisible formatting characters (bidirectional overrides,
+/// zero-width characters, line separators) replaced by spaces so that it
+/// cannot forge a log line or read other than it is. It is taken from
 /// calls made through [`Breaker::call`](crate::Breaker::call),
 /// [`call_any`](crate::Breaker::call_any) (for error types it can see as
 /// `std::error::Error`; others give the type name only),
@@ -117,7 +119,7 @@ impl Note {
 impl fmt::Write for Note {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         for c in s.chars() {
-            let c = if c.is_control() { ' ' } else { c };
+            let c = if crate::text::is_hostile(c) { ' ' } else { c };
             let mut utf8 = [0; 4];
             let bytes = c.encode_utf8(&mut utf8).as_bytes();
             if self.len + bytes.len() > self.buf.len() {

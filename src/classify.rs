@@ -13,7 +13,11 @@ use crate::{CallError, Rejected};
 ///
 /// A [`Classifier`] gives one for each error a call returns, and a
 /// [`Permit`](crate::Permit) reports one for each call it admitted.
+///
+/// Non-exhaustive: a later release may add a verdict (as `Throttled` was
+/// added), so a `match` on one needs a `_` arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Verdict {
     /// The dependency did its job. From a permit: the call succeeded (it may
     /// still be slow). From a classifier: this error is one of the
@@ -34,26 +38,6 @@ pub enum Verdict {
     /// slot without deciding anything.
     Ignore,
 }
-
-impl Verdict {
-    /// The old name of [`Verdict::Ignore`], from when permits reported an
-    /// `Outcome`. Still matches and builds `Verdict::Ignore`.
-    #[deprecated(note = "renamed to `Verdict::Ignore`")]
-    #[doc(hidden)]
-    // Spelled like the variant it stood for, so that `Outcome::Ignored`
-    // keeps compiling, in patterns too.
-    #[allow(non_upper_case_globals)]
-    pub const Ignored: Verdict = Verdict::Ignore;
-}
-
-/// The outcome of one admitted call, as reported through a permit: now
-/// [`Verdict`], the same vocabulary classifiers use.
-///
-/// `Outcome::Success`, `Outcome::Failure`, `Outcome::Throttled(d)` and
-/// `Outcome::Ignored` still compile, in expressions and in patterns, and
-/// mean the `Verdict` of the same name (`Ignored` is `Verdict::Ignore`).
-#[deprecated(note = "merged into `Verdict`; `Outcome::Ignored` is `Verdict::Ignore`")]
-pub type Outcome = Verdict;
 
 /// Judges a call's `Ok` result, beside the [`Classifier`] that judges its
 /// errors: an HTTP 200 whose body says "stale feed", a quote with a zero

@@ -7,8 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backoff::Backoff;
+use crate::check::{check, check_rate};
 use crate::events::{Delivery, StateChange};
 use crate::policy::{HalfOpenRate, OpenPeriod, TripPredicate};
+use crate::recovery::health_probe::HealthProbe;
 use crate::{Breaker, CallPath, Classifier, ConfigError, LatencyTrip, ResultClassifier};
 
 pub(crate) type Callback = Arc<dyn Fn(&StateChange) + Send + Sync>;
@@ -31,7 +33,7 @@ pub(crate) struct Settings {
     pub(crate) flapping_trips: Option<u32>,
     pub(crate) flapping_window: Duration,
     /// Ramp-up, maintenance windows, deadlines (`src/trading/`).
-    pub(crate) recovery: crate::trading::Recovery,
+    pub(crate) recovery: crate::recovery::Recovery,
     pub(crate) trip_predicate: Option<TripPredicate>,
     pub(crate) open_period: Option<OpenPeriod>,
     pub(crate) count_window: Option<u32>,
@@ -73,7 +75,7 @@ impl Default for Settings {
             latency_trip: None,
             flapping_trips: Some(3),
             flapping_window: Duration::from_secs(600),
-            recovery: crate::trading::Recovery::default(),
+            recovery: crate::recovery::Recovery::default(),
             trip_predicate: None,
             open_period: None,
             count_window: None,
@@ -140,6 +142,12 @@ pub struct BreakerBuilder<T = Breaker> {
     pub(crate) jitter_seed: Option<u64>,
     pub(crate) result_classifier: Option<ResultClassifier>,
     pub(crate) settings: Settings,
+    /// What has the process's health-probe thread watch the breaker built
+    /// with a health probe: set with the probe by
+    /// [`health_probe`](Self::health_probe) (`src/trading/`), and handed to
+    /// the breaker at build, so that the breaker does not import the
+    /// thread's module. False if the thread cannot take the breaker.
+    pub(crate) probe_thread: Option<fn(&Breaker, HealthProbe) -> bool>,
     /// What `build()` makes: a [`Breaker`] or a [`BreakerConfig`].
     target: PhantomData<fn() -> T>,
 }
@@ -183,6 +191,7 @@ impl<T> BreakerBuilder<T> {
             jitter_seed: None,
             result_classifier: None,
             settings: Settings::default(),
+            probe_thread: None,
             target: PhantomData,
         }
     }
@@ -235,13 +244,6 @@ impl<T> BreakerBuilder<T> {
     setter!(
         /// Consecutive failures that open the breaker, or `None` for off.
         consecutive_failure_threshold: into u32 => failure_threshold);
-
-    /// The old name of
-    /// [`consecutive_failure_threshold`](Self::consecutive_failure_threshold).
-    #[deprecated(note = "renamed to `consecutive_failure_threshold`")]
-    pub fn failure_threshold(self, value: impl Into<Option<u32>>) -> Self {
-        self.consecutive_failure_threshold(value)
-    }
     setter!(
         /// The sliding window for the window, rate and slow-call conditions.
         failure_window: Duration => failure_window);
@@ -379,6 +381,7 @@ impl<T> BreakerBuilder<T> {
             jitter_seed: self.jitter_seed,
             result_classifier: self.result_classifier,
             settings: self.settings,
+            probe_thread: self.probe_thread,
             target: PhantomData,
         }
     }
@@ -420,7 +423,7 @@ impl<T> BreakerBuilder<T> {
             "failure_window",
             s.failure_window >= Duration::from_millis(1),
             "must be at least 1 ms",
-            format_args!("{:?}", s.failure_window),
+            crate::duration::display(s.failure_window),
         )?;
         if let Some(n) = s.window_failure_threshold {
             check(
@@ -444,7 +447,7 @@ impl<T> BreakerBuilder<T> {
                 "slow_call_duration",
                 !d.is_zero(),
                 "must be greater than zero",
-                format_args!("{d:?}"),
+                crate::duration::display(d),
             )?;
         }
         if let Some(r) = s.slow_call_rate_threshold {
@@ -465,7 +468,7 @@ impl<T> BreakerBuilder<T> {
             "open_duration",
             !b.base.is_zero(),
             "must be greater than zero",
-            format_args!("{:?}", b.base),
+            crate::duration::display(b.base),
         )?;
         check(
             "backoff_multiplier",
@@ -477,7 +480,11 @@ impl<T> BreakerBuilder<T> {
             "max_open_duration",
             b.max >= b.base,
             "must not be shorter than open_duration",
-            format_args!("{:?} < {:?}", b.max, b.base),
+            format_args!(
+                "{} < {}",
+                crate::duration::display(b.max),
+                crate::duration::display(b.base)
+            ),
         )?;
         check(
             "jitter",
@@ -501,7 +508,7 @@ impl<T> BreakerBuilder<T> {
             "max_probe_duration",
             !s.max_probe_duration.is_zero(),
             "must be greater than zero",
-            format_args!("{:?}", s.max_probe_duration),
+            crate::duration::display(s.max_probe_duration),
         )?;
         if let Some(n) = s.flapping_trips {
             check(
@@ -515,7 +522,7 @@ impl<T> BreakerBuilder<T> {
             "flapping_window",
             s.flapping_window >= Duration::from_millis(1),
             "must be at least 1 ms",
-            format_args!("{:?}", s.flapping_window),
+            crate::duration::display(s.flapping_window),
         )?;
         self.validate_parity()?;
         let any_condition =
@@ -525,7 +532,8 @@ impl<T> BreakerBuilder<T> {
             any_condition,
             "is off along with every other trip condition, so the breaker could never open",
             "None",
-        )
+        )?;
+        Ok(())
     }
 }
 
@@ -559,7 +567,7 @@ impl<T> BreakerBuilder<T> {
                 "closed_interval",
                 d >= Duration::from_millis(1),
                 "must be at least 1 ms (or None)",
-                format_args!("{d:?}"),
+                crate::duration::display(d),
             )?;
         }
         if let Some(r) = s.half_open_rate {
@@ -677,30 +685,4 @@ impl BreakerConfig {
         builder.name = name.into();
         builder
     }
-}
-
-pub(crate) fn check(
-    field: &'static str,
-    ok: bool,
-    rule: &'static str,
-    value: impl fmt::Display,
-) -> Result<(), ConfigError> {
-    if ok {
-        Ok(())
-    } else {
-        Err(ConfigError::Invalid {
-            field,
-            rule,
-            value: value.to_string(),
-        })
-    }
-}
-
-pub(crate) fn check_rate(field: &'static str, rate: f64) -> Result<(), ConfigError> {
-    check(
-        field,
-        rate > 0.0 && rate <= 1.0,
-        "must be within (0, 1]",
-        rate,
-    )
 }

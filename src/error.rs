@@ -6,6 +6,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::check::Invalid;
 use crate::name::Inline;
 use crate::{CallPath, State};
 
@@ -137,7 +138,7 @@ impl fmt::Display for Rejected {
             (state, _) => write!(f, "breaker `{}` is {state}", self.breaker())?,
         }
         if let Some(d) = self.retry_after() {
-            write!(f, ", retry after {d:?}")?;
+            write!(f, ", retry after {}", crate::duration::display(d))?;
         }
         Ok(())
     }
@@ -149,6 +150,11 @@ impl StdError for Rejected {}
 ///
 /// The two variants answer the question a caller with side effects must ask:
 /// was anything attempted?
+///
+/// Exhaustive, as a commitment: that question has two answers, and a
+/// `match` with two arms is the way to ask it. Any other kind of refusal is
+/// a [`Rejected`] with its own state; a third variant would come only in a
+/// breaking release.
 #[derive(Debug)]
 pub enum CallError<E> {
     /// The breaker refused the call; the closure was not invoked.
@@ -310,7 +316,7 @@ pub enum ConfigError {
         why: &'static str,
     },
     /// A setting broke a rule.
-    #[error("`{field}` {rule} (got {value})")]
+    #[error("`{field}` {rule} (got {})", crate::text::shown(.value))]
     Invalid {
         /// The builder method that set it.
         field: &'static str,
@@ -327,6 +333,16 @@ pub enum ConfigError {
         /// Why a breaker must not stand there.
         why: &'static str,
     },
+}
+
+impl From<Invalid> for ConfigError {
+    fn from(i: Invalid) -> Self {
+        ConfigError::Invalid {
+            field: i.field,
+            rule: i.rule,
+            value: i.value,
+        }
+    }
 }
 
 impl ConfigError {

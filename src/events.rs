@@ -9,7 +9,8 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use parking_lot::Mutex;
 
-use crate::config::check;
+use crate::check::check;
+use crate::text::shown;
 use crate::{ConfigError, State};
 
 /// Why a breaker changed state.
@@ -150,7 +151,7 @@ impl fmt::Display for Reason {
             } => write!(
                 f,
                 "latency {} above threshold for {consecutive_windows} windows",
-                Millis(*observed)
+                crate::duration::display(*observed)
             ),
             Reason::WindowErrorRate { rate, calls } => {
                 write!(
@@ -165,7 +166,8 @@ impl fmt::Display for Reason {
                 failures,
             } => write!(
                 f,
-                "trip predicate `{name}` held ({failures} failures in {calls} calls)"
+                "trip predicate `{}` held ({failures} failures in {calls} calls)",
+                shown(name)
             ),
             Reason::ProbeFailureRate { rate, probes } => {
                 write!(
@@ -177,63 +179,35 @@ impl fmt::Display for Reason {
             Reason::OpenPeriodElapsed => f.write_str("open period elapsed"),
             Reason::ProbeSucceeded { successes } => write!(f, "{successes} probe(s) succeeded"),
             Reason::ProbeFailed => f.write_str("probe failed"),
-            Reason::ProbeSlow { elapsed } => write!(f, "probe was slow ({})", Millis(*elapsed)),
+            Reason::ProbeSlow { elapsed } => {
+                write!(f, "probe was slow ({})", crate::duration::display(*elapsed))
+            }
             Reason::ProbeExpired => f.write_str("probe did not report back in time"),
             Reason::RampFailed => f.write_str("a call failed during the ramp-up"),
             Reason::ForcedOpen { actor, note } => {
-                write!(
-                    f,
-                    "forced open by {}: {}",
-                    Printable(actor),
-                    Printable(note)
-                )
+                write!(f, "forced open by {}: {}", shown(actor), shown(note))
             }
             Reason::ForcedClosed { actor, note } => {
-                write!(
-                    f,
-                    "forced closed by {}: {}",
-                    Printable(actor),
-                    Printable(note)
-                )
+                write!(f, "forced closed by {}: {}", shown(actor), shown(note))
             }
             Reason::OverrideExpired => f.write_str("the operator override expired"),
             Reason::Reset { actor, note } => {
-                write!(f, "reset by {}: {}", Printable(actor), Printable(note))
+                write!(f, "reset by {}: {}", shown(actor), shown(note))
             }
             Reason::Fleet => f.write_str("the fleet's shared state"),
         }
     }
 }
 
-/// Text from an operator (an actor, a note) as a log line shows it: control
-/// characters escaped (`\n`, `\u{1b}`), so that no note can end a log line
-/// and forge the next one.
-pub(crate) struct Printable<'a>(pub(crate) &'a str);
-
-impl fmt::Display for Printable<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for c in self.0.chars() {
-            if c.is_control() {
-                write!(f, "{}", c.escape_default())?;
-            } else {
-                fmt::Write::write_char(f, c)?;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A duration printed in milliseconds with one decimal, for log lines.
-struct Millis(Duration);
-
-impl fmt::Display for Millis {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:.1} ms", self.0.as_secs_f64() * 1e3)
     }
 }
 
 /// One state change, as given to `on_state_change` and to subscribers.
+///
+/// Non-exhaustive: a later release may add fields (as it added `cause` and
+/// `seq`); read the fields, and match with `..`.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct StateChange {
     /// The breaker's name.
     pub breaker: Arc<str>,
@@ -360,13 +334,10 @@ impl Subscription {
         TryIter { sub: self }
     }
 
-    /// The underlying channel, for `select!` or blocking receives.
-    #[deprecated(
-        since = "0.1.1",
-        note = "ties fusebox to crossbeam-channel's major version; use `recv`, \
-                `try_recv`, `recv_timeout` or `iter` instead"
-    )]
-    pub fn receiver(&self) -> &Receiver<StateChange> {
+    /// The underlying channel, for the fleet agent to wait on beside its
+    /// other channels. Not public: crossbeam-channel stays out of the API.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn receiver(&self) -> &Receiver<StateChange> {
         &self.rx
     }
 

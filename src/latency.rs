@@ -121,19 +121,19 @@ impl LatencyTrip {
     }
 
     pub(crate) fn validate(&self) -> Result<(), crate::ConfigError> {
-        use crate::config::{check, check_rate};
+        use crate::check::{check, check_rate};
         check_rate("latency_trip.percentile", self.percentile)?;
         check(
             "latency_trip.threshold",
             !self.threshold.is_zero(),
             "must be greater than zero",
-            format_args!("{:?}", self.threshold),
+            crate::duration::display(self.threshold),
         )?;
         check(
             "latency_trip.window",
             self.window >= Duration::from_millis(1),
             "must be at least 1 ms",
-            format_args!("{:?}", self.window),
+            crate::duration::display(self.window),
         )?;
         check(
             "latency_trip.consecutive_windows",
@@ -155,7 +155,8 @@ impl LatencyTrip {
             (1..=1 << 20).contains(&self.capacity),
             "must be between 1 and 1048576",
             self.capacity,
-        )
+        )?;
+        Ok(())
     }
 }
 

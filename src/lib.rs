@@ -198,9 +198,13 @@
 //! - `registry`: [`registry`], named breakers made from named
 //!   templates, with overrides recorded in an audit trail. No dependencies.
 //! - `prometheus`: the registry's metrics on the `prometheus-client` crate,
-//!   read from snapshots at scrape time ([`prometheus`]).
+//!   read from snapshots at scrape time ([`prometheus`]). `prometheus-client`
+//!   0.26 is then part of the public API, under the same promise as quanta:
+//!   every fusebox 0.1 release stays on 0.26.
 //! - `serde`: a registry's templates and breakers from TOML, or anything
-//!   serde reads, with human durations ([`config_file`]).
+//!   serde reads, with durations in the crate's one grammar ([`duration`]),
+//!   in [`config_file`]; and `Serialize` for [`Snapshot`] and the other
+//!   snapshots.
 //! - `admin`: a small HTTP endpoint on its own threads, for metrics, JSON
 //!   snapshots, a readiness probe, the audit trail and audited overrides
 //!   behind a bearer token ([`admin`]).
@@ -259,6 +263,7 @@ mod backoff;
 mod breaker;
 mod call_path;
 mod cause;
+mod check;
 mod classify;
 mod clock;
 mod config;
@@ -266,6 +271,7 @@ mod config;
 pub mod config_file;
 mod count_window;
 mod counter;
+pub mod duration;
 mod error;
 mod events;
 #[cfg(feature = "redis")]
@@ -284,11 +290,17 @@ mod policy;
 #[cfg(feature = "prometheus")]
 pub mod prometheus;
 mod ramp;
+mod recovery;
 #[cfg(feature = "registry")]
 pub mod registry;
+// `Serialize` for snapshots: the `serde` feature's promise, and the shape
+// the admin endpoint serves.
+#[cfg(any(feature = "serde", feature = "admin"))]
+mod serialize;
 mod snapshot;
 mod state;
 mod sync;
+mod text;
 pub mod trading;
 #[cfg(any(feature = "admin", feature = "redis"))]
 mod utc;
@@ -297,8 +309,6 @@ mod window;
 pub use breaker::{Breaker, Decorated};
 pub use call_path::CallPath;
 pub use cause::FailureCause;
-#[allow(deprecated)] // `Outcome`, kept for one more release
-pub use classify::Outcome;
 pub use classify::{Classifier, ErrorView, ResultClassifier, Verdict};
 pub use config::{BreakerBuilder, BreakerConfig};
 pub use error::{CallError, ConfigError, IsStdError, Rejected};

@@ -10,12 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backoff::Rng;
+use crate::check::nanos;
 use crate::config::Settings;
 use crate::count_window::{CountWindow, Tally};
 use crate::events::Reason;
 use crate::latency::LatencyWindow;
 use crate::policy::{OpenPeriodInput, RoundDecision, WindowCounts};
-use crate::trading::Recovering;
+use crate::recovery::Recovering;
 use crate::window::{Counts, Window};
 use crate::{State, Verdict};
 
@@ -89,12 +90,6 @@ pub(crate) const GATE_TAG_SHIFT: u32 = 3;
 pub(crate) const GATE_GENERATION_SHIFT: u32 = 35;
 /// Generations count modulo 2^29, what the gate has room for.
 const GENERATION_MASK: u64 = u64::MAX >> GATE_GENERATION_SHIFT;
-
-/// A duration in clock nanoseconds, capped where an open gate word can still
-/// hold it (`u64::MAX >> 2`): the one conversion every deadline goes through.
-pub(crate) fn nanos(d: Duration) -> u64 {
-    d.as_nanos().min(u128::from(u64::MAX >> 2)) as u64
-}
 
 #[derive(Debug)]
 pub(crate) struct Machine {
@@ -231,7 +226,9 @@ impl Machine {
     }
 
     /// The settings it was built with.
-    #[cfg(any(feature = "http", feature = "redis"))]
+    // Read by the HTTP client and the fleet's agent; a build with neither
+    // leaves it unused.
+    #[allow(dead_code)]
     pub(crate) fn settings(&self) -> &Settings {
         &self.s
     }
@@ -272,12 +269,23 @@ impl Machine {
         self.recovering.watch_from(now)
     }
 
-    /// Adds a one-off maintenance window at `now` (`src/trading/declare.rs`).
+    /// Whether a schedule converts wall-clock time (`src/recovery.rs`).
+    pub(crate) fn has_schedule(&self) -> bool {
+        self.recovering.has_schedule()
+    }
+
+    /// Converts wall-clock time through a fresh reading of the wall clock,
+    /// `wall` at `now`, from here on (`src/recovery/schedule.rs`).
+    pub(crate) fn reanchor(&mut self, wall: std::time::SystemTime, now: u64) {
+        self.recovering.reanchor(wall, now);
+    }
+
+    /// Adds a one-off maintenance window at `now` (`src/recovery/declare.rs`).
     pub(crate) fn declare_maintenance(
         &mut self,
         now: u64,
         start: Option<std::time::SystemTime>,
-        end: crate::trading::WindowEnd,
+        end: crate::recovery::declare::WindowEnd,
     ) -> Result<(std::time::SystemTime, std::time::SystemTime), crate::ConfigError> {
         self.recovering.declare(now, start, end)
     }
@@ -758,7 +766,8 @@ impl Machine {
 
     /// Failures recorded in the breaker's life, for the fleet's window
     /// (`src/fleet/`).
-    #[cfg(feature = "redis")]
+    // A build without the fleet leaves it unused.
+    #[allow(dead_code)]
     pub(crate) fn failures(&self) -> u64 {
         self.totals.failures
     }
@@ -769,7 +778,10 @@ impl Machine {
     /// or half-open breaker closes). Overrides and a probe out are left alone.
     /// An open period is the fleet's backoff `step`: the breaker adopts it,
     /// so that its next failed probe escalates from the fleet's step.
-    #[cfg(feature = "redis")]
+    ///
+    /// An operation the machine always has, tested here in every build; a
+    /// build without the fleet leaves it unused.
+    #[allow(dead_code)]
     pub(crate) fn apply_fleet(
         &mut self,
         now: u64,
@@ -1196,7 +1208,6 @@ mod tests {
     }
 
     /// A breaker whose open periods are 1 s, doubling, without jitter.
-    #[cfg(feature = "redis")]
     fn backoff_machine() -> Machine {
         let s = Settings {
             failure_threshold: Some(1),
@@ -1212,7 +1223,6 @@ mod tests {
     }
 
     /// Lets the probe of an open breaker go at `now` and fails it.
-    #[cfg(feature = "redis")]
     fn fail_probe(m: &mut Machine, now: u64) -> Transition {
         let (Admit::Go(ticket), _) = m.admit(now) else {
             panic!("the probe is refused");
@@ -1221,7 +1231,6 @@ mod tests {
             .expect("a failed probe re-opens")
     }
 
-    #[cfg(feature = "redis")]
     #[test]
     fn a_fleet_open_period_hands_its_backoff_step_to_the_next_failed_probe() {
         let mut m = backoff_machine();

@@ -40,18 +40,10 @@ fn allowed(b: u8) -> bool {
     (b' '..=b'~').contains(&b) && b != b'`'
 }
 
-/// The name as an error shows it: quoted and escaped, and cut short when
-/// long, so that a refused name cannot make a huge error either.
+/// The name as an error shows it: quoted, escaped, and cut after
+/// [`MAX_LEN`] bytes, so that a refused name cannot make a huge error either.
 fn shown(name: &str) -> String {
-    let mut end = name.len().min(MAX_LEN);
-    while !name.is_char_boundary(end) {
-        end -= 1;
-    }
-    if end == name.len() {
-        format!("{name:?}")
-    } else {
-        format!("{:?}... ({} bytes)", &name[..end], name.len())
-    }
+    format!("{:?}", crate::text::Shown::cut(name, MAX_LEN))
 }
 
 /// A checked name, inline: up to [`MAX_LEN`] bytes, padded with zero bytes

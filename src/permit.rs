@@ -226,7 +226,7 @@ macro_rules! reporting {
                 self.settle_once(verdict, Some(&note));
             }
 
-            /// Reports `verdict` (an `Outcome`, its old name, works too).
+            /// Reports `verdict`.
             #[inline(always)]
             pub fn record(self, verdict: Verdict) {
                 self.settle_once(verdict, None);

@@ -7,6 +7,8 @@
 
 use std::time::Duration;
 
+use crate::check::check;
+
 /// Parts per million: the unit of a fraction here, so that the admission
 /// count is exact integer arithmetic.
 const MILLION: u64 = 1_000_000;
@@ -76,18 +78,19 @@ impl RampUp {
     }
 
     pub(crate) fn validate(&self) -> Result<(), crate::ConfigError> {
-        crate::config::check(
+        check(
             "ramp_up",
             !self.duration.is_zero(),
             "must last longer than zero",
-            format_args!("{:?}", self.duration),
+            crate::duration::display(self.duration),
         )?;
-        crate::config::check(
+        check(
             "ramp_up",
             self.start > 0.0 && self.start <= 1.0,
             "must start with a fraction within (0, 1]",
             self.start,
-        )
+        )?;
+        Ok(())
     }
 }
 

@@ -50,6 +50,14 @@ pub struct Totals {
 /// Taking one locks the breaker once and copies a few dozen bytes; polling
 /// every second from a metrics thread costs nothing measurable.
 ///
+/// With the `serde` feature (or `admin`, which serves it) a snapshot
+/// implements `serde::Serialize`, for logging or shipping it as is: keys are
+/// the fields' names, durations are seconds (a float) under the field's name
+/// with `_seconds` added (`maintenance` as `maintenance_seconds_left`),
+/// states are their [`State::as_str`] names, a [`Reason`](crate::Reason) is
+/// its message, [`status`](Self::status) is added, and a
+/// [`StateChange`] leaves out its process-local `at`.
+///
 /// [`Breaker::state`]: crate::Breaker::state
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -143,13 +151,31 @@ impl Snapshot {
         }
     }
 
-    /// [`status`](Self::status) as a gauge value: the state's
-    /// [`State::as_gauge`] (0 to 4), or 5 inside a maintenance window.
+    /// [`status`](Self::status) as a number, for a gauge or a state
+    /// timeline; the crate's one numbering of states, which the exported
+    /// `fusebox_breaker_state` metric uses too:
+    ///
+    /// | value | status |
+    /// |---|---|
+    /// | 0 | closed |
+    /// | 1 | open |
+    /// | 2 | half-open |
+    /// | 3 | forced open |
+    /// | 4 | forced closed |
+    /// | 5 | maintenance: inside a declared window, whatever the state |
+    ///
+    /// The numbers are stable: a later release may add values, never
+    /// renumber these.
     pub fn status_gauge(&self) -> u8 {
         if self.maintenance.is_some() {
-            5
-        } else {
-            self.state.as_gauge()
+            return 5;
+        }
+        match self.state {
+            State::Closed => 0,
+            State::Open => 1,
+            State::HalfOpen => 2,
+            State::ForcedOpen => 3,
+            State::ForcedClosed => 4,
         }
     }
 }

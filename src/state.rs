@@ -14,6 +14,12 @@ use std::fmt;
 ///   any state ── force_open ───▶ ForcedOpen ──┐
 ///   any state ── force_closed ─▶ ForcedClosed ┴─ reset, or the override's expiry ──▶ Closed
 /// ```
+///
+/// Exhaustive, as a commitment: these five states are the machine, and code
+/// that decides per state (serve, fall back, page someone) should be told by
+/// the compiler when that changes. A new state comes only in a breaking
+/// release. (Maintenance windows are a status over the states, not a state:
+/// [`Snapshot::status`](crate::Snapshot::status).)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum State {
     /// Calls go through; outcomes are counted against the trip conditions.
@@ -32,18 +38,6 @@ pub enum State {
 }
 
 impl State {
-    /// A stable gauge value: 0 closed, 1 open, 2 half-open, 3 forced open,
-    /// 4 forced closed.
-    pub const fn as_gauge(self) -> u8 {
-        match self {
-            State::Closed => 0,
-            State::Open => 1,
-            State::HalfOpen => 2,
-            State::ForcedOpen => 3,
-            State::ForcedClosed => 4,
-        }
-    }
-
     /// A short lowercase name, as used in log lines and metrics labels.
     pub const fn as_str(self) -> &'static str {
         match self {

@@ -257,6 +257,35 @@ fn a_bad_expiry_gets_400_and_changes_nothing() {
     unchanged(&registry);
 }
 
+#[test]
+fn an_expiry_is_read_in_the_crates_one_duration_grammar() {
+    for (text, seconds) in [
+        ("1h 30m", 5_400.0),
+        ("1m30s", 90.0),
+        ("PT30M", 1_800.0),
+        ("4.1s", 4.1),
+    ] {
+        let (_registry, admin) = start();
+        let body = format!(r#"{{"actor": "a", "reason": "r", "expires_after": "{text}"}}"#);
+        let answer = post(admin.addr(), "/breakers/news/force-open", bearer(), &body);
+        assert_eq!(answer.status, 200, "{text}: {}", answer.body);
+        assert_eq!(answer.json()["expires_after_seconds"], seconds, "{text}");
+    }
+    let (registry, admin) = start();
+    let answer = post(
+        admin.addr(),
+        "/breakers/news/force-open",
+        bearer(),
+        r#"{"actor": "a", "reason": "r", "expires_after": "-5s"}"#,
+    );
+    assert_eq!(answer.status, 400);
+    assert_eq!(
+        answer.json()["error"],
+        "`expires_after`: `-5s`: durations cannot be negative"
+    );
+    unchanged(&registry);
+}
+
 /// Asserts that nothing changed: news still closed, no audit record.
 fn unchanged(registry: &Registry) {
     assert_eq!(registry.get("news").unwrap().state(), State::Closed);
@@ -426,12 +455,21 @@ fn it_never_starts_without_a_token_or_on_a_public_address_by_accident() {
     );
     admin.stop();
     assert!(matches!(
-        Admin::start(&registry, config().workers(0)),
+        Admin::start(&registry, config().max_connections(0)),
         Err(AdminError::Invalid {
-            field: "workers",
+            field: "max_connections",
             ..
         })
     ));
+    for timeout in [Duration::ZERO, Duration::MAX] {
+        assert!(matches!(
+            Admin::start(&registry, config().request_timeout(timeout)),
+            Err(AdminError::Invalid {
+                field: "request_timeout",
+                ..
+            })
+        ));
+    }
 }
 
 #[test]
@@ -466,9 +504,7 @@ fn slow_clients_are_cut_off_and_the_endpoint_keeps_answering() {
     let registry = registry();
     let admin = Admin::start(
         &registry,
-        config()
-            .workers(2)
-            .request_timeout(Duration::from_millis(300)),
+        config().request_timeout(Duration::from_millis(300)),
     )
     .unwrap();
     let addr = admin.addr();
@@ -485,7 +521,7 @@ fn slow_clients_are_cut_off_and_the_endpoint_keeps_answering() {
         })
         .collect();
     let before = calls.load(Ordering::Relaxed);
-    // A real request still gets its answer (after the slow ones time out).
+    // A real request still gets its answer.
     assert_eq!(get(addr, "/health").status, 200);
     // Every slow client was cut off without an answer.
     for mut s in slow {
@@ -503,26 +539,24 @@ fn slow_clients_are_cut_off_and_the_endpoint_keeps_answering() {
 }
 
 #[test]
-fn a_connection_beyond_the_queue_is_answered_503_at_once() {
+fn a_connection_beyond_the_limit_is_answered_503_at_once() {
     let registry = registry();
     let admin = Admin::start(
         &registry,
         config()
-            .workers(1)
-            .queue(1)
+            .max_connections(2)
             .request_timeout(Duration::from_secs(5)),
     )
     .unwrap();
     let addr = admin.addr();
-    // One stalled client holds the only worker, another the only queue
-    // place (the worker is busy, so it stays queued).
+    // Two stalled clients hold both places.
     let mut held = TcpStream::connect(addr).unwrap();
     held.write_all(b"GET /health HTTP/1.1\r\n").unwrap();
     let mut queued = TcpStream::connect(addr).unwrap();
     queued.write_all(b"GET /health HTTP/1.1\r\n").unwrap();
-    // Real time for the accept thread to hand both over (it is the server
+    // Real time for the accept thread to take both (it is the server
     // under test, not a breaker): half a second is ample even on a loaded
-    // machine, and a late hand-over shows as a 200 below, never as a pass.
+    // machine, and a late accept shows as a 200 below, never as a pass.
     thread::sleep(Duration::from_millis(500));
     // The next ones are shed at once, long before the stalled ones time out,
     // and a shed client that never reads does not hold up the next.
@@ -534,10 +568,6 @@ fn a_connection_beyond_the_queue_is_answered_503_at_once() {
         assert_eq!(answer.json()["error"], "the admin endpoint is busy");
     }
     drop((held, queued));
-    assert!(matches!(
-        Admin::start(&registry, config().queue(0)),
-        Err(AdminError::Invalid { field: "queue", .. })
-    ));
 }
 
 #[test]

@@ -420,24 +420,6 @@ fn a_config_shares_its_state_change_callback_which_is_told_the_breaker() {
 }
 
 #[test]
-fn the_deprecated_failure_threshold_setter_still_sets_the_consecutive_threshold() {
-    // Code written against the previous release keeps compiling, with a
-    // deprecation warning, for one more release.
-    #[allow(deprecated)]
-    let b = valid().failure_threshold(2).build().unwrap();
-    fail(&b);
-    assert_eq!(b.state(), State::Closed);
-    fail(&b);
-    assert_eq!(b.state(), State::Open);
-    #[allow(deprecated)]
-    let off = valid()
-        .failure_threshold(None)
-        .failure_rate_threshold(None)
-        .build();
-    assert_eq!(off.unwrap_err().field(), "consecutive_failure_threshold");
-}
-
-#[test]
 fn a_custom_call_path_owns_its_label() {
     let label = String::from("ratings-from-config-file");
     let b = valid()
@@ -447,13 +429,6 @@ fn a_custom_call_path_owns_its_label() {
     drop(label);
     assert_eq!(b.call_path().as_str(), "ratings-from-config-file");
     assert_eq!(b.call_path().to_string(), "ratings-from-config-file");
-    // The deprecated `'static` form still builds, for one more release.
-    #[allow(deprecated)]
-    let old = valid()
-        .call_path(CallPath::Other("fx-fixings"))
-        .build()
-        .unwrap();
-    assert_eq!(old.call_path().as_str(), "fx-fixings");
 }
 
 #[test]

@@ -73,6 +73,39 @@ fn any_serde_format_loads() {
 }
 
 /// The error for `text`, after checking that it added nothing.
+#[test]
+fn durations_are_read_exactly_in_compound_and_iso_8601_forms() {
+    let registry = loader()
+        .load_toml(
+            r#"
+            [templates.t]
+            call_path = "alt_data"
+            classifier = "transport"
+            consecutive_failure_threshold = 1
+            jitter = 0.0
+            open_duration = "4.1s"
+            max_open_duration = "1h 30m"
+            failure_window = "PT30S"
+
+            [breakers.a]
+            template = "t"
+
+            [breakers.b]
+            template = "t"
+            open_duration = "1m30.000000001s"
+            "#,
+        )
+        .unwrap();
+    for (name, open) in [
+        ("a", Duration::from_millis(4_100)),
+        ("b", Duration::new(90, 1)),
+    ] {
+        let b = registry.get(name).unwrap();
+        let _ = b.call(|| Err::<(), _>(std::io::Error::other("down")));
+        assert_eq!(b.snapshot().open_duration, open, "{name}");
+    }
+}
+
 fn refused(text: &str) -> FileError {
     let registry = Registry::new();
     let err = loader().load_toml_into(text, &registry).unwrap_err();
@@ -129,9 +162,17 @@ fn values_of_the_wrong_kind_are_refused_with_the_table_and_the_expectation() {
     for (line, parts) in [
         (
             "open_duration = \"30x\"",
-            &["[templates.t]", "open_duration", "unknown unit `x`"][..],
+            &["[templates.t]", "open_duration", "`30x` is not a duration"][..],
         ),
         ("open_duration = \"30\"", &["open_duration", "has no unit"]),
+        (
+            "open_duration = \"-5s\"",
+            &["open_duration", "durations cannot be negative"],
+        ),
+        (
+            "max_open_duration = \"1d\"",
+            &["max_open_duration", "write hours (24h)"],
+        ),
         (
             "open_duration = 30",
             &["open_duration", "a duration such as"],
@@ -158,7 +199,7 @@ fn values_of_the_wrong_kind_are_refused_with_the_table_and_the_expectation() {
         ),
         (
             "slow_call_duration = \"fast\"",
-            &["slow_call_duration", "unknown unit `fast`"],
+            &["slow_call_duration", "`fast` is not a duration"],
         ),
         ("jitter = \"0.1\"", &["jitter", "f64"]),
     ] {
@@ -173,7 +214,7 @@ fn values_of_the_wrong_kind_are_refused_with_the_table_and_the_expectation() {
         &[
             "[breakers.b]",
             "max_probe_duration",
-            "whole number of nanoseconds",
+            "`1.5ns` is not a duration",
         ],
     );
 }

@@ -149,8 +149,8 @@ fn unknown_fields_in_the_trading_settings_are_refused() {
 #[test]
 fn bad_durations_in_the_trading_settings_are_refused() {
     says(
-        &breaker_lines("probe_lead = \"5 minutes\""),
-        &["[breakers.b]", "probe_lead"],
+        &breaker_lines("probe_lead = \"-5m\""),
+        &["[breakers.b]", "probe_lead", "durations cannot be negative"],
     );
     says(
         &breaker_lines("ramp_up = { duration = \"soon\", start = 0.5 }"),

@@ -265,6 +265,102 @@ fn a_send_refused_during_replay_goes_back_to_the_front() {
     assert_eq!(rest, [2]);
 }
 
+/// A closed breaker and a buffer of `capacity` (priorities 0 to 2, 2
+/// never-shed) on one mock clock, replaying without a rate limit to speak
+/// of.
+fn replaying(capacity: usize) -> (Breaker, DeadLetters<&'static str>) {
+    let (breaker, _mock) = consecutive(3);
+    let d = DeadLetters::builder("audit")
+        .capacity(capacity)
+        .priorities(3)
+        .never_shed(2)
+        .replay_rate(1_000.0)
+        .replay_burst(100)
+        .build()
+        .expect("valid buffer");
+    (breaker, d)
+}
+
+#[test]
+fn a_never_shed_emit_displaces_a_sheddable_one_out_for_replay() {
+    let (breaker, d) = replaying(1);
+    d.push(0, "low").unwrap();
+    // While "low" is out, the buffer holds nothing but it: a never-shed
+    // emit takes its place instead of being refused as full.
+    let mut during = None;
+    let r = d.replay(&breaker, |&item| {
+        if item == "low" {
+            during = Some(d.push(2, "must-keep"));
+            assert_eq!(d.snapshot().depth, 1, "still within the capacity");
+            assert_eq!(d.snapshot().priorities[2].depth, 1);
+            return Ok(());
+        }
+        // The next round of the same replay: the never-shed emit.
+        assert_eq!(item, "must-keep");
+        Err(DepError::Outage(Outage))
+    });
+    assert!(matches!(during, Some(Ok(None))), "{during:?}");
+    // "low" was sent after all: nothing lost, counted replayed, not shed.
+    assert_eq!(r.sent, 1);
+    assert!(r.shed.is_none());
+    let snap = d.snapshot();
+    assert_eq!(snap.depth, 1);
+    assert_eq!(
+        (snap.priorities[0].replayed, snap.priorities[0].shed),
+        (1, 0)
+    );
+    assert_eq!(snap.priorities[2].depth, 1);
+}
+
+#[test]
+fn a_displaced_emit_whose_send_fails_is_shed_and_handed_back_by_the_replay() {
+    let (breaker, d) = replaying(2);
+    d.push(0, "low").unwrap();
+    d.push(1, "mid").unwrap();
+    // "mid" goes out first; a priority-1 push finds the buffer full while
+    // "low" (priority 0) is held: "low" is shed, not the new emit.
+    let r = d.replay(&breaker, |&item| {
+        assert_eq!(item, "mid");
+        let shed = d.push(1, "new").unwrap().expect("full");
+        assert_eq!((shed.priority, shed.item), (0, "low"));
+        // Full again, with "mid" out and "new" held: a priority-2 push
+        // displaces "mid", the lowest sheddable emit held.
+        assert!(d.push(2, "top").unwrap().is_none());
+        Err::<(), _>(DepError::Outage(Outage))
+    });
+    assert!(matches!(r.stopped, ReplayStop::Failed(_)));
+    let shed = r.shed.expect("the displaced emit comes back");
+    assert_eq!((shed.priority, shed.item), (1, "mid"));
+    let snap = d.snapshot();
+    assert_eq!(snap.depth, 2);
+    let held: Vec<_> = snap.priorities.iter().map(|p| p.depth).collect();
+    assert_eq!(held, [0, 1, 1]);
+    assert_eq!(shed_counts(&d), [1, 1, 0]);
+    // What is left replays in order: "top", then "new".
+    let mut sent = Vec::new();
+    let r = d.replay(&breaker, |&item| {
+        sent.push(item);
+        Ok::<_, DepError>(())
+    });
+    assert!(matches!(r.stopped, ReplayStop::Drained));
+    assert_eq!(sent, ["top", "new"]);
+}
+
+#[test]
+fn a_never_shed_emit_out_for_replay_still_fills_the_buffer() {
+    let (breaker, d) = replaying(1);
+    d.push(2, "kept").unwrap();
+    let r = d.replay(&breaker, |_| {
+        let refused = d.push(2, "more").expect_err("full of never-shed emits");
+        assert_eq!(refused.because, RefusedBecause::Full);
+        let shed = d.push(1, "less").unwrap().expect("shed itself");
+        assert_eq!(shed.item, "less");
+        Err::<(), _>(DepError::Outage(Outage))
+    });
+    assert!(r.shed.is_none());
+    assert_eq!(r.remaining, 1, "back at the front of its priority");
+}
+
 #[test]
 fn a_bad_buffer_is_refused_at_build() {
     let field = |b: fusebox::isolation::DeadLettersBuilder| match b.build::<u8>() {

@@ -71,7 +71,7 @@ fn three_trips_within_the_window_mark_the_breaker_as_flapping() {
     let lines = flapping_lines("flapping-three");
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert_eq!(lines[0].0, log::Level::Warn);
-    assert!(lines[0].1.contains("3 trips within 60s"), "{}", lines[0].1);
+    assert!(lines[0].1.contains("3 trips within 1m"), "{}", lines[0].1);
     // The first trip ages out of the window: no longer flapping.
     mock.increment(40 * SEC);
     assert!(!b.snapshot().flapping);

@@ -319,6 +319,24 @@ fn a_bad_argument_is_a_usage_error_and_nothing_is_written() {
         stderr(&o).contains("`name` must be printable ASCII"),
         "{o:?}"
     );
+    // Durations are read in the crate's one grammar, with its messages.
+    let o = ctl(
+        &redis,
+        &[
+            "force-open",
+            "v",
+            "--actor",
+            "a",
+            "--reason",
+            "x",
+            "--for=-5s",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(
+        stderr(&o).contains("`-5s`: durations cannot be negative"),
+        "{o:?}"
+    );
     let o = ctl(
         &redis,
         &["force-open", "v", "--actor", "a\nb", "--reason", "x"],
@@ -361,7 +379,7 @@ fn an_unreachable_redis_is_one_line_and_exit_1_without_the_password() {
                 "--url",
                 &url,
                 "--timeout",
-                "500ms",
+                "PT0.5S",
                 "force-open",
                 "v",
                 "--actor",

@@ -116,7 +116,7 @@ fn forced_closed_admits_every_call_and_counts_no_failure_against_the_dependency(
     assert_eq!(succeed(&b).unwrap(), 7);
     let s = b.snapshot();
     assert_eq!(s.state, State::ForcedClosed);
-    assert_eq!(s.state.as_gauge(), 4);
+    assert_eq!(s.status_gauge(), 4);
     assert_eq!(s.consecutive_failures, 0);
     assert_eq!(s.totals.failures, 12, "lifetime totals still count");
     assert_eq!(s.trips, 1);

@@ -384,3 +384,125 @@ fn a_neutral_failure_is_no_longer_in_flight() {
     assert_eq!(b.snapshot().neutral_failures, 1);
     assert_eq!(b.snapshot().calls_in_flight, Some(0));
 }
+
+/// A breaker whose monotonic clock runs 600 ppm slow against its wall
+/// clock (the drift a long run of the ops example showed), both moved by
+/// the test: the wall clock is re-read as the breaker runs, so windows
+/// start when the wall clock says, not when the monotonic one has counted
+/// their distance from build.
+mod drift {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    const PPM: f64 = 600.0;
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    struct Clocks {
+        mock: Arc<quanta::Mock>,
+        /// Wall-clock nanoseconds since `t0()`.
+        wall: Arc<AtomicU64>,
+    }
+
+    impl Clocks {
+        /// Moves the monotonic clock by `d` and the wall clock by `d`
+        /// and 600 ppm of it.
+        fn advance(&self, d: Duration) {
+            self.mock.increment(d);
+            let wall = d.as_nanos() as f64 * (1.0 + PPM * 1e-6);
+            self.wall.fetch_add(wall as u64, Ordering::Relaxed);
+        }
+
+        fn wall_now(&self) -> SystemTime {
+            t0() + Duration::from_nanos(self.wall.load(Ordering::Relaxed))
+        }
+    }
+
+    fn drifting(window: MaintenanceWindow, short_circuit: bool) -> (Breaker, Clocks) {
+        let (builder, mock) = quiet("eod-prices");
+        let wall = Arc::new(AtomicU64::new(0));
+        let read = Arc::clone(&wall);
+        let b = builder
+            .consecutive_failure_threshold(3)
+            .wall_clock(WallClock::new(move || {
+                t0() + Duration::from_nanos(read.load(Ordering::Relaxed))
+            }))
+            .maintenance_window(window)
+            .short_circuit_in_maintenance(short_circuit)
+            .build()
+            .unwrap();
+        (b, Clocks { mock, wall })
+    }
+
+    #[test]
+    fn a_window_a_day_away_starts_when_the_wall_clock_says() {
+        let start = t0() + 24 * HOUR;
+        let (b, clocks) = drifting(MaintenanceWindow::once(start, start + HOUR), false);
+        // A day on the monotonic clock, less the 51.8 s it loses to the
+        // wall clock meanwhile, and 10 s more: by the wall clock the
+        // window began 10 s ago.
+        let lost = Duration::from_secs_f64(24.0 * 3600.0 * PPM * 1e-6 / (1.0 + PPM * 1e-6));
+        clocks.advance(24 * HOUR - lost + 10 * SEC);
+        let late = clocks.wall_now().duration_since(start).unwrap();
+        assert!(late >= 10 * SEC && late <= 10 * SEC + 10 * MS, "{late:?}");
+        let left = b.snapshot().maintenance.expect("inside the window");
+        let want = (start + HOUR).duration_since(clocks.wall_now()).unwrap();
+        assert!(
+            left.abs_diff(want) <= MS,
+            "{left:?} left, the wall clock says {want:?}"
+        );
+    }
+
+    #[test]
+    fn between_readings_the_breaker_strays_from_the_wall_clock_by_at_most_a_second_of_drift() {
+        let start = t0() + HOUR;
+        let (b, clocks) = drifting(MaintenanceWindow::once(start, start + HOUR), false);
+        // Two hours, a snapshot every 250 ms; inside the window, the time
+        // left by the breaker against the wall clock's.
+        let mut worst = Duration::ZERO;
+        let mut inside = 0;
+        for _ in 0..(2 * 3600 * 4) {
+            clocks.advance(250 * MS);
+            let now = clocks.wall_now();
+            let Some(left) = b.snapshot().maintenance else {
+                assert!(
+                    now < start - 2 * MS || now > start + HOUR - 2 * MS,
+                    "not in maintenance at {:?} into the window",
+                    now.duration_since(start)
+                );
+                continue;
+            };
+            inside += 1;
+            let want = (start + HOUR).duration_since(now).unwrap_or_default();
+            worst = worst.max(left.abs_diff(want));
+        }
+        assert!(
+            inside > 3600 * 4 - 10,
+            "{inside} snapshots inside the window"
+        );
+        // One second of 600 ppm between readings: 0.6 ms.
+        assert!(worst <= Duration::from_micros(700), "strayed {worst:?}");
+    }
+
+    #[test]
+    fn calls_that_never_take_the_lock_still_meet_a_short_circuit_on_time() {
+        let start = t0() + HOUR;
+        let (b, clocks) = drifting(MaintenanceWindow::once(start, start + HOUR), true);
+        // Successes only, one every 100 ms: the lock-free path, which
+        // checks the clock against when the window starts.
+        let mut refused_at = None;
+        for _ in 0..(2 * 3600 * 10) {
+            clocks.advance(100 * MS);
+            if matches!(succeed(&b), Err(fusebox::CallError::Rejected(_))) {
+                refused_at = Some(clocks.wall_now());
+                break;
+            }
+        }
+        let refused_at = refused_at.expect("short-circuited");
+        let late = refused_at
+            .duration_since(start)
+            .expect("not before the window");
+        // By the monotonic clock alone, 2.16 s late; re-read every second,
+        // within the 100 ms step.
+        assert!(late <= 100 * MS + MS, "short-circuited {late:?} late");
+    }
+}

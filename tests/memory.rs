@@ -70,3 +70,40 @@ fn dropped_subscriptions_leave_nothing_behind_on_a_breaker_that_never_changes() 
         retained / 1024
     );
 }
+
+#[cfg(feature = "isolation")]
+#[test]
+fn a_dead_letter_buffer_holds_its_capacity_whatever_the_mix_of_priorities() {
+    use fusebox::isolation::DeadLetters;
+    let _one = live_bytes::one_at_a_time();
+    const CAPACITY: usize = 1_000;
+    const RECORD: usize = 256;
+    let data = (CAPACITY * RECORD) as isize;
+    let d = DeadLetters::builder("fills")
+        .capacity(CAPACITY)
+        .priorities(8)
+        .build::<[u8; RECORD]>()
+        .unwrap();
+    // Each priority in turn fills the buffer, displacing the last; then
+    // the buffer is drained and filled again, eight times over.
+    let held = live_bytes::retained_by(|| {
+        for round in 0..8u8 {
+            for p in 0..8u8 {
+                for _ in 0..CAPACITY {
+                    let _shed = d.push((p + round) % 8, [p; RECORD]).unwrap();
+                }
+            }
+        }
+    });
+    assert_eq!(d.snapshot().depth, CAPACITY);
+    // The records, and three words more each at most (the slot's links
+    // and the padding of an optional record); not a queue's worth of
+    // slots per priority.
+    let bound = data + (CAPACITY * 3 * std::mem::size_of::<usize>()) as isize + 64 * 1024;
+    assert!(
+        held <= bound,
+        "holding {CAPACITY} records of {RECORD} bytes ({data} bytes) took {held} bytes"
+    );
+    eprintln!("{CAPACITY} records of {RECORD} bytes through 8 priorities: {held} bytes held");
+    drop(d);
+}

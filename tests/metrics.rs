@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use common::*;
 use fusebox::registry::{Override, Registry};
+use fusebox::trading::WindowEnd;
 use fusebox::{BreakerConfig, CallPath, Classifier, LatencyTrip, Snapshot, State};
 use openmetrics_parser::{MetricsExposition, OpenMetricsType, OpenMetricsValue};
 use quanta::{Clock, Mock};
@@ -80,7 +81,7 @@ fn check_breaker(expo: &Exposition, snap: &Snapshot, call_path: &str) {
     let with = |k: &'static str, v: &'static str| [l[0], l[1], (k, v)];
     assert_eq!(
         sample(expo, "fusebox_breaker_state", &l),
-        f64::from(snap.state.as_gauge())
+        f64::from(snap.status_gauge())
     );
     assert_eq!(
         sample(expo, "fusebox_breaker_in_maintenance", &l),
@@ -282,6 +283,52 @@ fn the_families_follow_prometheus_naming() {
     );
 }
 
+/// How many series `breaker` writes.
+fn series_of(expo: &Exposition, breaker: &str) -> usize {
+    expo.families
+        .values()
+        .flat_map(|f| f.iter_samples())
+        .filter(|s| {
+            s.get_labelset()
+                .is_ok_and(|set| set.get_label_value("breaker") == Some(breaker))
+        })
+        .count()
+}
+
+#[test]
+fn each_breaker_writes_the_series_the_docs_count_and_name() {
+    let (registry, mock) = registry();
+    registry.breaker("news", "vendor").unwrap();
+    registry.breaker("fx", "vendor").unwrap();
+    let ratings = registry.breaker("ratings", "timed").unwrap();
+    registry
+        .force_open("fx", &Override::new("ops", "drill").expires_after(60 * SEC))
+        .unwrap();
+    // A latency policy's series once its first window is full.
+    succeed(&ratings).unwrap();
+    mock.increment(2 * SEC);
+    succeed(&ratings).unwrap();
+    assert!(ratings.snapshot().latency_percentile.is_some());
+    let expo = scrape(&registry);
+    // docs/ops.md: 21 series per breaker, one more each with a latency
+    // policy or an expiring override.
+    assert_eq!(series_of(&expo, "news"), 21);
+    assert_eq!(series_of(&expo, "fx"), 22);
+    assert_eq!(series_of(&expo, "ratings"), 22);
+    // Every family is in both tables: the rustdoc's and docs/ops.md's.
+    let rustdoc = include_str!("../src/prometheus/mod.rs");
+    let ops = include_str!("../docs/ops.md");
+    for name in expo.families.keys() {
+        for (doc, text) in [("src/prometheus/mod.rs", rustdoc), ("docs/ops.md", ops)] {
+            assert!(
+                text.contains(&format!("| `{name}")),
+                "{name} is not in the table of {doc}"
+            );
+        }
+    }
+    assert!(ops.contains("writes 21 series per breaker"));
+}
+
 #[test]
 fn an_empty_registry_scrapes_to_an_empty_exposition() {
     let registry = Registry::new();
@@ -376,4 +423,33 @@ fn bulkheads_and_dead_letter_buffers_in_the_registry_are_scraped() {
     }
     let shed = [("buffer", "fills"), ("priority", "0"), ("fate", "shed")];
     assert_eq!(sample(&expo, "fusebox_dead_letter_emits", &shed), 1.0);
+}
+
+#[test]
+fn the_state_gauge_is_the_snapshots_status_gauge_inside_a_maintenance_window_too() {
+    let (registry, _mock) = registry();
+    let news = registry.breaker("news", "vendor").unwrap();
+    let labels = [("breaker", "news"), ("call_path", "alt_data")];
+    for _ in 0..2 {
+        let _ = news.call(|| Err::<(), _>(Outage));
+    }
+    assert_eq!(news.state(), State::Open);
+    assert_eq!(
+        sample(&scrape(&registry), "fusebox_breaker_state", &labels),
+        1.0
+    );
+    news.declare_maintenance(None, WindowEnd::After(3_600 * SEC), "carol", "migration")
+        .unwrap();
+    let snap = news.snapshot();
+    assert_eq!((snap.state, snap.status_gauge()), (State::Open, 5));
+    let expo = scrape(&registry);
+    assert_eq!(sample(&expo, "fusebox_breaker_state", &labels), 5.0);
+    assert_eq!(
+        sample(&expo, "fusebox_breaker_in_maintenance", &labels),
+        1.0
+    );
+    // The state set still tells the state under the window.
+    let open = [labels[0], labels[1], ("state", "open")];
+    assert_eq!(sample(&expo, "fusebox_breaker_in_state", &open), 1.0);
+    check_breaker(&expo, &snap, "alt_data");
 }

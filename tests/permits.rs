@@ -125,32 +125,6 @@ fn finish_any_takes_errors_that_are_not_std_errors() {
     assert_eq!(b.state(), State::Open);
 }
 
-#[test]
-fn the_old_outcome_vocabulary_still_works() {
-    // Code written against the previous release: `Outcome` and its
-    // `Ignored` still compile (with deprecation warnings) and mean the
-    // `Verdict` of the same name.
-    #[allow(deprecated)]
-    {
-        use fusebox::Outcome;
-        let (b, _mock) = consecutive(1);
-        b.try_acquire().unwrap().record(Outcome::Ignored);
-        assert_eq!(b.snapshot().totals.ignored, 1);
-        let described = match Verdict::Ignore {
-            Outcome::Success => "success",
-            Outcome::Failure => "failure",
-            Outcome::Throttled(_) => "throttled",
-            Outcome::Ignored => "ignored",
-        };
-        assert_eq!(described, "ignored");
-        // The old way to report a classified error: `.into()` an Outcome.
-        let from_classifier = b.classifier().classify(&Outage);
-        #[allow(clippy::useless_conversion)] // the conversion old code wrote
-        b.try_acquire().unwrap().record(from_classifier.into());
-        assert_eq!(b.state(), State::Open);
-    }
-}
-
 // --- would_permit ----------------------------------------------------
 
 #[test]

@@ -327,3 +327,143 @@ fn a_critical_breaker_that_refuses_calls_makes_the_process_unready() {
         }
     );
 }
+
+#[test]
+fn a_refused_name_makes_a_short_error_on_one_line() {
+    let (registry, _mock) = registry();
+    let huge = "n".repeat(100_000);
+    let forged = "news`: Open -> Closed\nbreaker `fx";
+    for name in [huge.as_str(), forged, "\u{1b}[2Kfx\u{202e}"] {
+        for err in [
+            registry.breaker(name, "vendor").unwrap_err(),
+            registry.breaker("news", name).unwrap_err(),
+            registry
+                .force_open(name, &Override::new("a", "r"))
+                .unwrap_err(),
+            registry.set_critical(name, true).unwrap_err(),
+        ] {
+            let text = err.to_string();
+            assert!(text.len() < 1_024, "a {}-byte message", text.len());
+            assert!(
+                !text.chars().any(|c| c.is_control() || c == '\u{202e}'),
+                "{text:?}"
+            );
+        }
+    }
+    let text = registry.breaker(&huge, "vendor").unwrap_err().to_string();
+    assert!(text.contains("... (100000 bytes)"), "{text}");
+    let text = registry.breaker(forged, "vendor").unwrap_err().to_string();
+    assert!(text.contains(r"Closed\nbreaker"), "{text}");
+}
+
+#[test]
+fn a_removed_breaker_leaves_the_registry_and_goes_on_where_it_is_held() {
+    let (registry, mock) = registry();
+    let news = registry.breaker("news", "vendor").unwrap();
+    registry.set_critical("news", true).unwrap();
+    trip(&news, 2);
+    mock.increment(300 * MS);
+    let record = registry
+        .remove("news", &Override::new("alice", "vendor retired"))
+        .unwrap();
+    assert_eq!(record.action, Action::Remove);
+    assert_eq!((&*record.breaker, &*record.actor), ("news", "alice"));
+    assert_eq!(
+        record
+            .at
+            .duration_since(news.snapshot().last_transition.unwrap().at),
+        300 * MS,
+        "stamped on the breaker's clock"
+    );
+    assert_eq!(registry.audit(), [record]);
+    // Gone from the registry: lookups, lists, readiness, overrides by name.
+    assert!(registry.get("news").is_none());
+    assert!(registry.breakers().is_empty());
+    assert!(registry.unready().is_empty());
+    assert!(matches!(
+        registry.force_closed("news", &Override::new("bob", "x")),
+        Err(RegistryError::UnknownBreaker { .. })
+    ));
+    assert!(matches!(
+        registry.remove("news", &Override::new("bob", "again")),
+        Err(RegistryError::UnknownBreaker { .. })
+    ));
+    assert_eq!(
+        registry.audit().len(),
+        1,
+        "a refused removal is not audited"
+    );
+    // Still working where it is held, with its own state.
+    assert_eq!(news.state(), State::Open);
+    mock.increment(SEC);
+    succeed(&news).unwrap();
+    assert_eq!(news.state(), State::Closed);
+    // The name makes a new, separate breaker.
+    let again = registry.breaker("news", "vendor").unwrap();
+    assert!(!registry.is_critical("news"));
+    again.force_open("ops", "x");
+    assert_eq!(news.state(), State::Closed);
+}
+
+#[test]
+fn a_replaced_breaker_gives_way_to_the_new_one_under_its_name() {
+    let (registry, mock) = registry();
+    let old = registry.breaker("news", "vendor").unwrap();
+    registry.set_critical("news", true).unwrap();
+    let (clock, _) = Clock::mock();
+    let new = vendor_template(clock).breaker("news").unwrap();
+    mock.increment(2 * SEC);
+    let record = registry
+        .replace(new.clone(), &Override::new("alice", "config reload"))
+        .unwrap();
+    assert_eq!(record.action, Action::Replace);
+    assert_eq!(
+        record.to_string(),
+        "override #1: alice replaced breaker `news`: config reload"
+    );
+    // The registry and its overrides see the new one; the mark stays.
+    registry
+        .force_open("news", &Override::new("bob", "drill"))
+        .unwrap();
+    assert_eq!(new.state(), State::ForcedOpen);
+    assert_eq!(old.state(), State::Closed);
+    assert!(registry.is_critical("news"));
+    assert_eq!(registry.unready(), ["news"]);
+    // It now counts as registered from outside.
+    assert!(matches!(
+        registry.breaker("news", "vendor"),
+        Err(RegistryError::Conflict { .. })
+    ));
+    let (clock, _) = Clock::mock();
+    let stray = vendor_template(clock).breaker("fx").unwrap();
+    assert!(matches!(
+        registry.replace(stray, &Override::new("a", "r")),
+        Err(RegistryError::UnknownBreaker { .. })
+    ));
+    assert_eq!(registry.audit().len(), 2);
+}
+
+#[test]
+fn every_audit_record_is_stamped_on_the_breakers_clock() {
+    let (registry, mock) = registry();
+    registry.breaker("news", "vendor").unwrap();
+    mock.increment(10 * SEC);
+    let first = registry
+        .force_open("news", &Override::new("a", "r"))
+        .unwrap();
+    mock.increment(10 * SEC);
+    let declared = registry
+        .declare_maintenance(
+            "news",
+            &Override::new("a", "r"),
+            None,
+            fusebox::trading::WindowEnd::After(60 * SEC),
+        )
+        .unwrap();
+    mock.increment(10 * SEC);
+    let removed = registry.remove("news", &Override::new("a", "r")).unwrap();
+    // On the mock clock: ten seconds apart, in order, whatever the
+    // process's own clock did meanwhile.
+    assert_eq!(declared.at.duration_since(first.at), 10 * SEC);
+    assert_eq!(removed.at.duration_since(declared.at), 10 * SEC);
+}

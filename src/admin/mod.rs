@@ -5,7 +5,7 @@
 //! | request | answer |
 //! |---|---|
 //! | `GET /metrics` | the Prometheus exposition of [`crate::prometheus`] |
-//! | `GET /breakers` | every breaker's snapshot, as JSON |
+//! | `GET /breakers` | every breaker's snapshot, as JSON: the [`Snapshot`](crate::Snapshot)'s `Serialize` shape, with `call_path`, `critical` and `override` added |
 //! | `GET /breakers/{name}` | one breaker's snapshot, or 404 |
 //! | `GET /health` | 200 when ready, 503 while a breaker marked critical refuses calls |
 //! | `GET /audit` | the registry's audit trail, oldest first |
@@ -21,10 +21,15 @@
 //!
 //! The endpoint runs on threads of its own and touches breakers only
 //! through snapshots and overrides, so a slow or hostile client never holds
-//! anything a trading thread waits for. It binds 127.0.0.1 unless told
-//! otherwise, refuses a non-loopback address unless
-//! [`AdminConfig::allow_non_loopback`] is set, and does not start without a
-//! token.
+//! anything a trading thread waits for. Each connection has a thread of its
+//! own, at most [`AdminConfig::max_connections`] at once, and its request
+//! must arrive within [`AdminConfig::request_timeout`] of its accept: a slow
+//! client costs the others nothing but its place under the limit, and a
+//! connection over the limit is answered 503 at once. [`Admin::stop`] shuts
+//! every connection and returns without waiting on any client. The endpoint
+//! binds 127.0.0.1 unless told otherwise, refuses a non-loopback address
+//! unless [`AdminConfig::allow_non_loopback`] is set, and does not start
+//! without a token.
 //!
 //! ```
 //! use fusebox::admin::{Admin, AdminConfig};
@@ -49,19 +54,16 @@
 mod http;
 mod json;
 mod routes;
+mod server;
 mod token;
 
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::sync::Arc;
-use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use crossbeam_channel::{bounded, Receiver, TrySendError};
-
 use crate::registry::Registry;
-use http::{Conn, ReadError, Reply};
+use server::Server;
 use token::Token;
 
 /// The shortest token the endpoint accepts.
@@ -77,9 +79,8 @@ pub const MIN_TOKEN_LEN: usize = 16;
 /// | `allow_non_loopback` | off: a non-loopback `bind` is refused |
 /// | `guard_reads` | off: reads need no token |
 /// | `max_body` | 4 KiB |
-/// | `request_timeout` | 2 s for the whole request, head and body |
-/// | `workers` | 4 threads |
-/// | `queue` | 64 connections waiting for a worker; beyond that, 503 at once |
+/// | `request_timeout` | 2 s from the connection's accept for the whole request, head and body; as long again to take the answer |
+/// | `max_connections` | 256 served at once, each on a thread of its own; beyond that, 503 at once |
 #[derive(Clone, Debug)]
 pub struct AdminConfig {
     token: Token,
@@ -89,8 +90,7 @@ pub struct AdminConfig {
     guard_reads: bool,
     max_body: usize,
     request_timeout: Duration,
-    workers: usize,
-    queue: usize,
+    max_connections: usize,
 }
 
 impl AdminConfig {
@@ -107,8 +107,7 @@ impl AdminConfig {
             guard_reads: false,
             max_body: 4 * 1024,
             request_timeout: Duration::from_secs(2),
-            workers: 4,
-            queue: 64,
+            max_connections: 256,
         }
     }
 
@@ -139,22 +138,21 @@ impl AdminConfig {
         self
     }
 
-    /// How long a client has to send its whole request.
+    /// How long a client has to send its whole request, counted from the
+    /// moment its connection is accepted; a client still sending then is
+    /// cut off without an answer. A client has as long again to read the
+    /// answer. More than zero and at most an hour.
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
         self
     }
 
-    /// How many threads answer requests (at least 1).
-    pub fn workers(mut self, n: usize) -> Self {
-        self.workers = n;
-        self
-    }
-
-    /// How many accepted connections may wait for a worker (at least 1);
-    /// one more is answered 503 at once.
-    pub fn queue(mut self, n: usize) -> Self {
-        self.queue = n;
+    /// How many connections are served at once (at least 1), each on a
+    /// thread of its own that lasts as long as the connection: at most
+    /// twice `request_timeout`, and a tenth of a second to close. One more
+    /// is answered 503 at once and closed.
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.max_connections = n;
         self
     }
 }
@@ -194,23 +192,38 @@ pub enum AdminError {
         #[source]
         source: io::Error,
     },
+    /// The endpoint's accept thread could not be started.
+    #[error("could not start the admin endpoint's thread: {source}")]
+    Thread {
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
 }
 
-/// What the worker threads share.
+/// What the connection threads share.
 pub(crate) struct Shared {
     pub(crate) registry: Registry,
     pub(crate) token: Token,
     pub(crate) guard_reads: bool,
     pub(crate) max_body: usize,
+    pub(crate) request_timeout: Duration,
+    pub(crate) max_connections: usize,
 }
 
 /// A running admin endpoint. Stops when [`stop`](Self::stop) is called or
 /// it is dropped.
-#[derive(Debug)]
 pub struct Admin {
     addr: SocketAddr,
-    stopping: Arc<AtomicBool>,
-    threads: Vec<JoinHandle<()>>,
+    server: Server,
+}
+
+impl std::fmt::Debug for Admin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admin")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Admin {
@@ -230,22 +243,16 @@ impl Admin {
         if !config.bind.ip().is_loopback() && !config.allow_non_loopback {
             return Err(AdminError::NonLoopback { addr: config.bind });
         }
-        if config.workers == 0 {
+        if config.max_connections == 0 {
             return Err(AdminError::Invalid {
-                field: "workers",
+                field: "max_connections",
                 rule: "must be at least 1",
             });
         }
-        if config.queue == 0 {
-            return Err(AdminError::Invalid {
-                field: "queue",
-                rule: "must be at least 1",
-            });
-        }
-        if config.request_timeout.is_zero() {
+        if config.request_timeout.is_zero() || config.request_timeout > Duration::from_secs(3600) {
             return Err(AdminError::Invalid {
                 field: "request_timeout",
-                rule: "must be greater than zero",
+                rule: "must be greater than zero and at most an hour",
             });
         }
         let listener = TcpListener::bind(config.bind).map_err(|source| AdminError::Bind {
@@ -261,62 +268,13 @@ impl Admin {
             token: config.token.clone(),
             guard_reads: config.guard_reads,
             max_body: config.max_body,
+            request_timeout: config.request_timeout,
+            max_connections: config.max_connections,
         });
-        let stopping = Arc::new(AtomicBool::new(false));
-        let (tx, rx) = bounded::<TcpStream>(config.queue);
-        let mut threads = Vec::with_capacity(config.workers + 1);
-        for i in 0..config.workers {
-            let rx: Receiver<TcpStream> = rx.clone();
-            let shared = Arc::clone(&shared);
-            let timeout = config.request_timeout;
-            let spawned = thread::Builder::new()
-                .name(format!("fusebox-admin-{i}"))
-                .spawn(move || {
-                    for stream in rx {
-                        serve(&shared, stream, timeout);
-                    }
-                });
-            match spawned {
-                Ok(handle) => threads.push(handle),
-                Err(source) => return Err(AdminError::Bind { addr, source }),
-            }
-        }
-        let stop = Arc::clone(&stopping);
-        let accept = thread::Builder::new()
-            .name("fusebox-admin-accept".into())
-            .spawn(move || {
-                for stream in listener.incoming() {
-                    if stop.load(Ordering::Acquire) {
-                        break;
-                    }
-                    let Ok(stream) = stream else { continue };
-                    match tx.try_send(stream) {
-                        Ok(()) => {}
-                        Err(TrySendError::Full(mut stream)) => {
-                            // Answered on the accept thread, so without
-                            // lingering: it must not wait on any client.
-                            let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
-                            http::send(
-                                &mut stream,
-                                &Reply::error(503, "the admin endpoint is busy"),
-                                Duration::ZERO,
-                            );
-                        }
-                        Err(TrySendError::Disconnected(_)) => break,
-                    }
-                }
-                // Dropping `tx` ends the workers once the queue is drained.
-            });
-        match accept {
-            Ok(handle) => threads.push(handle),
-            Err(source) => return Err(AdminError::Bind { addr, source }),
-        }
+        let server = Server::start(listener, addr, shared)
+            .map_err(|source| AdminError::Thread { source })?;
         log::info!("admin endpoint listening on {addr}");
-        Ok(Admin {
-            addr,
-            stopping,
-            threads,
-        })
+        Ok(Admin { addr, server })
     }
 
     /// The address it listens on.
@@ -324,46 +282,18 @@ impl Admin {
         self.addr
     }
 
-    /// Stops accepting, finishes the requests in hand and joins the
-    /// endpoint's threads.
+    /// Stops accepting, closes every connection and joins the endpoint's
+    /// threads. It waits on no client: a request not yet read is not
+    /// served, one being applied completes (its answer may not reach the
+    /// client), and it returns in well under a second whatever the clients
+    /// do.
     pub fn stop(mut self) {
-        self.shutdown();
-    }
-
-    fn shutdown(&mut self) {
-        if self.stopping.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        // Wake the accept thread with a connection of our own.
-        let wake = match self.addr.ip() {
-            IpAddr::V4(ip) if ip.is_unspecified() => {
-                SocketAddr::from((Ipv4Addr::LOCALHOST, self.addr.port()))
-            }
-            IpAddr::V6(ip) if ip.is_unspecified() => {
-                SocketAddr::from((Ipv6Addr::LOCALHOST, self.addr.port()))
-            }
-            _ => self.addr,
-        };
-        let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
+        self.server.stop();
     }
 }
 
 impl Drop for Admin {
     fn drop(&mut self) {
-        self.shutdown();
+        self.server.stop();
     }
-}
-
-/// One connection: one request, one answer.
-fn serve(shared: &Shared, stream: TcpStream, timeout: Duration) {
-    let mut conn = Conn::new(stream, timeout);
-    let reply = match conn.head() {
-        Ok(head) => routes::route(shared, &head, &mut conn),
-        Err(ReadError::Refuse(status, why)) => Reply::error(status, why),
-        Err(ReadError::Gone) => return,
-    };
-    http::send(&mut conn.stream, &reply, http::LINGER);
 }

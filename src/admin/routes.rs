@@ -1,13 +1,18 @@
 //! What each path does: reads of metrics, snapshots, health and audit, and
 //! the overrides that need the token.
 
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
 use super::http::{Conn, Head, ReadError, Reply};
 use super::json::{AuditJson, BreakerJson};
 use super::Shared;
-use crate::registry::duration::parse as parse_duration;
+use crate::duration::parse as parse_duration;
 use crate::registry::{Action, Override, RegistryError};
+use crate::text::shown;
 use crate::trading::WindowEnd;
 use std::time::SystemTime;
 
@@ -45,22 +50,22 @@ struct MaintenanceBody {
 /// known to be an authorized override of a breaker that exists.
 pub(crate) fn route(shared: &Shared, head: &Head, conn: &mut Conn) -> Reply {
     let path = head.path.split('?').next().unwrap_or_default();
-    let segments: Vec<String> = match path
-        .strip_prefix('/')
-        .map(|p| p.split('/').map(percent_decode).collect::<Option<Vec<_>>>())
-    {
-        Some(Some(s)) => s,
-        _ => return Reply::error(404, "no such path"),
+    let Some(segments) = path.strip_prefix('/') else {
+        return Reply::error(404, "no such path");
+    };
+    let segments: Vec<String> = match segments.split('/').map(percent_decode).collect() {
+        Ok(s) => s,
+        Err(why) => return Reply::error(400, why),
     };
     let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
     let get = head.method == "GET";
     let post = head.method == "POST";
     match segments.as_slice() {
         ["metrics"] | ["breakers"] | ["health"] | ["audit"] | ["breakers", _] if !get => {
-            Reply::error(405, "use GET")
+            Reply::wrong_method("GET")
         }
         ["breakers", _, action] if action_of(action).is_some() && !post => {
-            Reply::error(405, "use POST")
+            Reply::wrong_method("POST")
         }
         _ if get && shared.guard_reads && !shared.token.admits(head.authorization.as_deref()) => {
             Reply::error(401, "a bearer token is required")
@@ -68,6 +73,7 @@ pub(crate) fn route(shared: &Shared, head: &Head, conn: &mut Conn) -> Reply {
         ["metrics"] => Reply {
             status: 200,
             content_type: "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            allow: None,
             body: crate::prometheus::encode(&shared.registry).into_bytes(),
         },
         ["breakers"] => {
@@ -108,11 +114,11 @@ pub(crate) fn route(shared: &Shared, head: &Head, conn: &mut Conn) -> Reply {
                 if reply.status != 200 {
                     log::warn!(
                         "admin endpoint: refused {} {} from {}: {} {}",
-                        head.method,
-                        path,
+                        shown(&head.method),
+                        shown(path),
                         peer(conn),
                         reply.status,
-                        String::from_utf8_lossy(&reply.body)
+                        shown(&String::from_utf8_lossy(&reply.body))
                     );
                 }
                 reply
@@ -158,9 +164,9 @@ fn mutate(shared: &Shared, head: &Head, conn: &mut Conn, name: &str, action: Act
     if action == Action::Maintenance {
         return declare(shared, name, &body);
     }
-    let request: OverrideBody = match serde_json::from_slice(&body) {
+    let request: OverrideBody = match object(&body) {
         Ok(r) => r,
-        Err(e) => return Reply::error(400, &format!("malformed body: {e}")),
+        Err(refused) => return refused,
     };
     if let Some(refused) = check_text(&request.actor, &request.reason) {
         return refused;
@@ -192,8 +198,40 @@ fn mutate(shared: &Shared, head: &Head, conn: &mut Conn, name: &str, action: Act
     }
 }
 
+/// A request body: a JSON object, read into `T`; a 400 for anything else.
+fn object<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, Reply> {
+    serde_json::from_slice::<Object<T>>(body)
+        .map(|o| o.0)
+        .map_err(|e| Reply::error(400, &format!("malformed body: {e}")))
+}
+
+/// `T` read from a JSON object only. A derived `Deserialize` also takes a
+/// sequence, by position (`["mallory", "reason"]`), which no client means.
+struct Object<T>(T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Only<T>(PhantomData<T>);
+
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for Only<T> {
+            type Value = T;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(de::value::MapAccessDeserializer::new(map))
+            }
+        }
+
+        deserializer.deserialize_map(Only(PhantomData)).map(Object)
+    }
+}
+
 /// A 400 for an actor or reason that is blank, too long, or holds a
-/// control character (they go into log lines, which they must not forge).
+/// control or invisible formatting character (they go into log lines,
+/// which they must not forge).
 fn check_text(actor: &str, reason: &str) -> Option<Reply> {
     for (field, text) in [("actor", actor), ("reason", reason)] {
         if text.trim().is_empty() || text.len() > MAX_TEXT {
@@ -202,7 +240,7 @@ fn check_text(actor: &str, reason: &str) -> Option<Reply> {
                 &format!("`{field}` must be 1 to {MAX_TEXT} bytes, not blank"),
             ));
         }
-        if text.chars().any(char::is_control) {
+        if text.chars().any(crate::text::is_hostile) {
             return Some(Reply::error(
                 400,
                 &format!("`{field}` must hold no control character"),
@@ -215,9 +253,9 @@ fn check_text(actor: &str, reason: &str) -> Option<Reply> {
 /// `POST /breakers/{name}/maintenance`: a one-off window from `start` (or
 /// now) for `duration` or `until`.
 fn declare(shared: &Shared, name: &str, body: &[u8]) -> Reply {
-    let request: MaintenanceBody = match serde_json::from_slice(body) {
+    let request: MaintenanceBody = match object(body) {
         Ok(r) => r,
-        Err(e) => return Reply::error(400, &format!("malformed body: {e}")),
+        Err(refused) => return refused,
     };
     if let Some(refused) = check_text(&request.actor, &request.reason) {
         return refused;
@@ -270,38 +308,57 @@ fn peer(conn: &Conn) -> String {
         .map_or_else(|_| "an unknown peer".to_owned(), |a| a.to_string())
 }
 
-/// `%XX` escapes decoded; `None` for a bad escape or bytes that are not
-/// UTF-8.
-fn percent_decode(segment: &str) -> Option<String> {
+/// A path segment with its `%XX` escapes decoded by the `percent-encoding`
+/// crate, once each is known to be well formed (the crate passes a `%` that
+/// is not followed by two hex digits through as it is).
+fn percent_decode(segment: &str) -> Result<String, &'static str> {
     let bytes = segment.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = segment.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
+    let well_formed = bytes.iter().enumerate().all(|(i, &b)| {
+        b != b'%'
+            || bytes
+                .get(i + 1..i + 3)
+                .is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit))
+    });
+    if !well_formed {
+        return Err("malformed percent-escape in the path");
     }
-    String::from_utf8(out).ok()
+    percent_encoding::percent_decode_str(segment)
+        .decode_utf8()
+        .map(|s| s.into_owned())
+        .map_err(|_| "the path is not UTF-8 once decoded")
 }
 
 #[cfg(test)]
 mod tests {
-    use super::percent_decode;
+    use super::{object, percent_decode, OverrideBody};
 
     #[test]
     fn decodes_escapes_and_refuses_bad_ones() {
-        assert_eq!(
-            percent_decode("eod%20prices").as_deref(),
-            Some("eod prices")
-        );
-        assert_eq!(percent_decode("news").as_deref(), Some("news"));
-        assert_eq!(percent_decode("bad%2"), None);
-        assert_eq!(percent_decode("bad%zz"), None);
-        assert_eq!(percent_decode("%ff"), None);
+        assert_eq!(percent_decode("eod%20prices").as_deref(), Ok("eod prices"));
+        assert_eq!(percent_decode("news").as_deref(), Ok("news"));
+        assert_eq!(percent_decode("a%2Fb%25").as_deref(), Ok("a/b%"));
+        for bad in ["bad%2", "bad%zz", "%+1", "%-1", "%", "x%1"] {
+            assert!(percent_decode(bad).is_err(), "{bad}");
+        }
+        assert!(percent_decode("%ff").is_err());
+    }
+
+    #[test]
+    fn only_a_json_object_is_a_body() {
+        let body: OverrideBody = object(br#"{"actor": "alice", "reason": "r"}"#).unwrap();
+        assert_eq!(body.actor, "alice");
+        for bad in [
+            &br#"["mallory", "positional array"]"#[..],
+            br#""alice""#,
+            b"7",
+            b"null",
+            br#"{"actor": "a", "actor": "b", "reason": "r"}"#,
+        ] {
+            assert!(
+                object::<OverrideBody>(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
     }
 }

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
+use fusebox::duration::display;
 use fusebox::fleet::{
     check_actor, check_name, check_reason, utc_date, AuditEntry, BreakerStatus, Fleet, FleetAdmin,
     FleetAdminError, FleetTransition,
@@ -33,7 +34,8 @@ struct Cli {
     #[arg(long, global = true, default_value = "fusebox")]
     prefix: String,
 
-    /// How long to wait for Redis to connect and to answer (e.g. 500ms, 2s).
+    /// How long to wait for Redis to connect and to answer (e.g. 500ms, 2s,
+    /// 1.5s).
     #[arg(long, global = true, default_value = "2s", value_parser = duration)]
     timeout: Duration,
 
@@ -111,7 +113,7 @@ struct Action {
     #[command(flatten)]
     who: Who,
     /// How long the override lasts on the Redis server's clock (e.g. 30s,
-    /// 15m, 2h); until a reset when left out.
+    /// 15m, 1h30m, PT2H); until a reset when left out.
     #[arg(long = "for", value_parser = duration)]
     lasting: Option<Duration>,
 }
@@ -238,24 +240,10 @@ fn reason(s: &str) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
-/// `250ms`, `30s`, `15m`, `2h`, `1d`: a whole number and a unit.
+/// `250ms`, `1.5s`, `1m30s`, `1h 30m`, `PT30S`: the crate's one grammar
+/// ([`fusebox::duration`]).
 fn duration(s: &str) -> Result<Duration, String> {
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (n, unit) = s.split_at(split);
-    let n: u64 = n
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration like 250ms, 30s, 15m, 2h"))?;
-    let unit_ms = match unit {
-        "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return Err(format!("`{s}`: the unit must be ms, s, m, h or d")),
-    };
-    n.checked_mul(unit_ms)
-        .map(Duration::from_millis)
-        .ok_or_else(|| format!("`{s}` is too long"))
+    fusebox::duration::parse(s).map_err(|e| e.to_string())
 }
 
 // Printing.
@@ -324,16 +312,12 @@ fn printable(s: &str) -> String {
         .collect()
 }
 
-fn secs(d: Duration) -> String {
-    format!("{:.1}s", d.as_secs_f64())
-}
-
-/// `by alice for 30.0s: vendor down`, under an override.
+/// `by alice for 30s: vendor down`, under an override.
 fn forced_text(s: &BreakerStatus) -> Option<String> {
     s.forced.as_ref().map(|o| {
         let until = o
             .expires_in
-            .map_or_else(|| "until reset".into(), |d| format!("for {}", secs(d)));
+            .map_or_else(|| "until reset".into(), |d| format!("for {}", display(d)));
         format!(
             "by {} {until}: {}",
             printable(&o.actor),
@@ -350,14 +334,15 @@ fn status_table(all: &[BreakerStatus]) -> String {
     for s in all {
         let lease = s.lease.as_ref().map_or_else(
             || "-".into(),
-            |l| format!("{} ({})", printable(&l.holder), secs(l.expires_in)),
+            |l| format!("{} ({})", printable(&l.holder), display(l.expires_in)),
         );
         let _ = writeln!(
             out,
             "{:<32}  {:<13}  {:>8}  {:>5}  {:>4}  {:<24}  {}",
             s.name,
             state(s.state),
-            s.open_for.map_or_else(|| "-".into(), secs),
+            s.open_for
+                .map_or_else(|| "-".into(), |d| display(d).to_string()),
             s.epoch,
             s.step,
             lease,
@@ -406,18 +391,6 @@ fn audit_table(entries: &[AuditEntry]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_take_a_whole_number_and_a_unit() {
-        assert_eq!(duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(duration("30s"), Ok(Duration::from_secs(30)));
-        assert_eq!(duration("15m"), Ok(Duration::from_secs(900)));
-        assert_eq!(duration("2h"), Ok(Duration::from_secs(7_200)));
-        assert!(duration("30").is_err());
-        assert!(duration("s").is_err());
-        assert!(duration("1.5s").is_err());
-        assert!(duration("99999999999999999999d").is_err());
-    }
 
     #[test]
     fn control_characters_from_redis_are_escaped() {

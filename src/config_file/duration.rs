@@ -1,5 +1,5 @@
-//! Human durations ("250ms", "30s", "1.5m") and the settings a file may
-//! switch off ("off"), read by serde.
+//! Durations in the crate's one grammar ([`crate::duration`]) and the
+//! settings a file may switch off ("off"), read by serde.
 
 use std::fmt;
 use std::time::Duration;
@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 
-use crate::registry::duration::parse;
+use crate::duration::parse;
 
 /// A duration in a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

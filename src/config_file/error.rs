@@ -1,6 +1,7 @@
 //! What a configuration file can get wrong.
 
 use crate::registry::RegistryError;
+use crate::text::shown;
 use crate::ConfigError;
 
 /// A configuration file the loader refused. Nothing was added to the
@@ -17,7 +18,7 @@ pub enum FileError {
         message: String,
     },
     /// A template or breaker broke one of the builder's rules.
-    #[error("{entry}: {source}")]
+    #[error("{}: {source}", shown(.entry))]
     Config {
         /// `template `name`` or `breaker `name``.
         entry: String,
@@ -26,7 +27,12 @@ pub enum FileError {
         source: ConfigError,
     },
     /// A template or breaker named a classifier the loader was not given.
-    #[error("{entry}: `classifier` names no classifier given to the loader (got {name:?}; known: {known})")]
+    #[error(
+        "{}: `classifier` names no classifier given to the loader (got {:?}; known: {})",
+        shown(.entry),
+        shown(.name),
+        shown(.known)
+    )]
     UnknownClassifier {
         /// `template `name`` or `breaker `name``.
         entry: String,

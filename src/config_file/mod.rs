@@ -2,18 +2,19 @@
 //! anything serde reads.
 //!
 //! Every setting of [`BreakerBuilder`] that is a value can be given by its
-//! name, durations as text (`"250ms"`, `"30s"`, `"5m"`), a setting that can
-//! be off as `"off"`, [`delivery`](BreakerBuilder::delivery) as `"caller"`
-//! or `"notifier"`, [`half_open_rate`](BreakerBuilder::half_open_rate) as a
-//! table `{ probes = 10, failure_rate_threshold = 0.5 }`. The settings that
-//! are code are not in a file: a classifier is named, and the application
-//! hands it to the [`Loader`] under that name; `result_classifier`,
-//! `trip_predicate`, `open_period`, `on_state_change`, `health_probe` and the
-//! clocks are set in code (on a template's [`BreakerConfig`] builder, or
-//! the loader's `clock` and `wall_clock`). Unknown fields are an error, and
-//! every value is checked by the same `build()` as in code; an error names
-//! the template or breaker, the field and the rule, and a file with any
-//! error adds nothing to the registry.
+//! name, durations as text in the crate's one grammar ([`crate::duration`]:
+//! `"250ms"`, `"4.1s"`, `"1m30s"`, `"1h 30m"`, `"PT30S"`), a setting that
+//! can be off as `"off"`, [`delivery`](BreakerBuilder::delivery) as
+//! `"caller"` or `"notifier"`, [`half_open_rate`](BreakerBuilder::half_open_rate)
+//! as a table `{ probes = 10, failure_rate_threshold = 0.5 }`. The settings
+//! that are code are not in a file: a classifier is named, and the
+//! application hands it to the [`Loader`] under that name;
+//! `result_classifier`, `trip_predicate`, `open_period`, `on_state_change`,
+//! `health_probe` and the clocks are set in code (on a template's
+//! [`BreakerConfig`] builder, or the loader's `clock` and `wall_clock`).
+//! Unknown fields are an error, and every value is checked by the same
+//! `build()` as in code; an error names the template or breaker, the field
+//! and the rule, and a file with any error adds nothing to the registry.
 //!
 //! ```
 //! use fusebox::config_file::Loader;
@@ -567,7 +568,14 @@ fn toml_error(text: &str, err: &toml::de::Error) -> FileError {
         Some(table) => format!("in {table}: {err}"),
         None => err.to_string(),
     };
+    // The parser's lines quote the file: each is shown escaped and bounded,
+    // the line breaks between them kept.
+    let message: Vec<String> = message
+        .trim_end()
+        .lines()
+        .map(|line| crate::text::shown(line).to_string())
+        .collect();
     FileError::Parse {
-        message: message.trim_end().to_owned(),
+        message: message.join("\n"),
     }
 }

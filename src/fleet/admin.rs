@@ -500,8 +500,8 @@ impl FleetAdmin {
             Some(d) if d < Duration::from_millis(1) || d > MAX_OVERRIDE => {
                 return Err(invalid(
                     "for",
-                    "must be from 1 ms to 365 days",
-                    format!("{d:?}"),
+                    "must be from 1ms to 8760h (365 days)",
+                    crate::duration::display(d).to_string(),
                 ))
             }
             Some(d) => d.as_millis() as u64,

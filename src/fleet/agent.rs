@@ -131,9 +131,9 @@ impl Agent {
                 self.stats.connected.store(true, Ordering::Relaxed);
                 if let Some(since) = outage.take() {
                     log::info!(
-                        "fleet `{}`: Redis reachable again after {:.1} s; breakers follow the fleet",
+                        "fleet `{}`: Redis reachable again after {}; breakers follow the fleet",
                         s.prefix,
-                        since.elapsed().as_secs_f64()
+                        crate::duration::display(since.elapsed())
                     );
                 }
             }

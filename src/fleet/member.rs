@@ -180,10 +180,6 @@ impl Member {
     /// The channel the breaker's changes arrive on, for the agent to wake on
     /// (it receives them with [`collect`](Self::collect)).
     pub(crate) fn changes(&self) -> &Receiver<StateChange> {
-        // `Subscription::receiver` is deprecated for users (it ties them to
-        // crossbeam-channel's major version); inside the crate that is
-        // the same crate.
-        #[allow(deprecated)]
         self.changes.receiver()
     }
 

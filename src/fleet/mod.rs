@@ -489,7 +489,11 @@ impl FleetBuilder {
             ("reconnect_backoff", self.reconnect_min),
         ] {
             if d.is_zero() {
-                return Err(invalid(field, "must be above zero", format!("{d:?}")));
+                return Err(invalid(
+                    field,
+                    "must be above zero",
+                    crate::duration::display(d).to_string(),
+                ));
             }
         }
         let lease_idle = self
@@ -499,14 +503,18 @@ impl FleetBuilder {
             return Err(invalid(
                 "lease_idle",
                 "must be above zero and below probe_lease",
-                format!("{lease_idle:?}"),
+                crate::duration::display(lease_idle).to_string(),
             ));
         }
         if self.reconnect_min > self.reconnect_max {
             return Err(invalid(
                 "reconnect_backoff",
                 "first wait must not exceed the max",
-                format!("{:?} > {:?}", self.reconnect_min, self.reconnect_max),
+                format!(
+                    "{} > {}",
+                    crate::duration::display(self.reconnect_min),
+                    crate::duration::display(self.reconnect_max)
+                ),
             ));
         }
         let window = match self.window {
@@ -521,8 +529,8 @@ impl FleetBuilder {
             Some((_, w)) if w < FailureWindow::MIN || w > FailureWindow::MAX => {
                 return Err(invalid(
                     "failure_window",
-                    "window must be between 10 ms and 24 h",
-                    format!("{w:?}"),
+                    "window must be between 10ms and 24h",
+                    crate::duration::display(w).to_string(),
                 ))
             }
             Some((threshold, w)) => Some(FailureWindow {

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 ///
 /// [`Fleet::snapshot`]: crate::fleet::Fleet::snapshot
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(any(feature = "serde", feature = "admin"), derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct FleetSnapshot {
     /// Whether the agent holds a working connection to Redis now.

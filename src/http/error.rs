@@ -119,10 +119,12 @@ pub enum AgentError {
     /// a new probe, and another after it, so that several requests sit at
     /// the vendor at once, which is what half-open exists to prevent.
     #[error(
-        "the breaker's max_probe_duration ({max_probe_duration:?}) is shorter than the agent's \
-         timeout ({timeout:?}): a probe to a hanging vendor would expire while its request \
-         still waits, and further probes would pile up at the vendor; set max_probe_duration \
-         to at least {timeout:?}, or shorten the agent's timeout"
+        "the breaker's max_probe_duration ({}) is shorter than the agent's timeout ({}): a \
+         probe to a hanging vendor would expire while its request still waits, and further \
+         probes would pile up at the vendor; set max_probe_duration to at least {1}, or \
+         shorten the agent's timeout",
+        crate::duration::display(*.max_probe_duration),
+        crate::duration::display(*.timeout)
     )]
     ProbeOutlivedByCall {
         /// The breaker's `max_probe_duration`.
@@ -134,9 +136,11 @@ pub enum AgentError {
     /// timeout: a call that slow times out and fails, so no call is ever
     /// counted slow, and the slow-call condition never fires.
     #[error(
-        "the breaker's slow_call_duration ({slow_call_duration:?}) is longer than the agent's \
-         timeout ({timeout:?}): no call can succeed that slowly, so the slow-call condition \
-         would never fire; set slow_call_duration below {timeout:?}"
+        "the breaker's slow_call_duration ({}) is longer than the agent's timeout ({}): no \
+         call can succeed that slowly, so the slow-call condition would never fire; set \
+         slow_call_duration below {1}",
+        crate::duration::display(*.slow_call_duration),
+        crate::duration::display(*.timeout)
     )]
     SlowCallNeverFires {
         /// The breaker's `slow_call_duration`.

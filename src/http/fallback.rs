@@ -462,7 +462,11 @@ impl fmt::Display for Unavailable {
             Why::NotKept => f.write_str("no fallback for this request"),
             Why::VendorAnswered => f.write_str("the vendor's answer stands, no fallback"),
             Why::Missing => f.write_str("no last good answer to fall back on"),
-            Why::TooOld(age) => write!(f, "last good answer too old to serve ({age:?})"),
+            Why::TooOld(age) => write!(
+                f,
+                "last good answer too old to serve ({})",
+                crate::duration::display(age)
+            ),
         }
     }
 }

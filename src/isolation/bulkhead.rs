@@ -16,7 +16,9 @@ use crate::{Breaker, ConfigError, Permit, State};
 ///
 /// A caller beyond the limit is refused at once, or after waiting at most
 /// `max_wait` for a slot, with [`Full`]: nothing was attempted, and the
-/// refusal is never counted as the dependency's failure.
+/// refusal is never counted as the dependency's failure. A call that panics
+/// counts as the breaker's failure and gives its slot back; the panic
+/// unwinds to the caller.
 ///
 /// Cheap to clone (the clones share one bulkhead), `Send + Sync`.
 ///
@@ -137,6 +139,7 @@ impl BulkheadBuilder {
 
 /// A point-in-time view of a [`Bulkhead`].
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(any(feature = "serde", feature = "admin"), derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct BulkheadSnapshot {
     /// The bulkhead's name.
@@ -189,6 +192,10 @@ impl Bulkhead {
     /// failure. A caller that waits for a slot asks the breaker again once
     /// it has one, so that the wait is not timed as the dependency's
     /// latency and a probe is not held while nothing is being probed.
+    ///
+    /// A panic in `f` counts as the breaker's failure (its permit is
+    /// dropped without an outcome), gives the slot back, and unwinds to the
+    /// caller.
     ///
     /// # Errors
     ///

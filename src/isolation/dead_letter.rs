@@ -1,12 +1,12 @@
 //! The dead-letter buffer: fire-and-forget emits a breaker diverted, kept
 //! (bounded, by priority) and replayed once the breaker closes.
 
-use std::collections::VecDeque;
 use std::error::Error as StdError;
 use std::fmt;
 
 use parking_lot::Mutex;
 
+use super::lanes::Lanes;
 use crate::{Breaker, CallError, ConfigError, Rejected, State};
 
 /// A bounded buffer of emits that could not be sent (the breaker refused
@@ -19,14 +19,23 @@ use crate::{Breaker, CallError, ConfigError, Rejected, State};
 ///   new emit itself is shed. Either way the shed emit is handed back to the
 ///   caller ([`Shed`]), logged and counted: nothing is dropped silently.
 /// - A priority marked **never-shed** is never displaced, and a never-shed
-///   emit that finds no room (every emit in the buffer is never-shed) is
-///   refused with [`Refused`], an error the caller must handle.
+///   emit is refused with [`Refused`], an error the caller must handle,
+///   only when every emit the buffer holds is never-shed.
 /// - **Replay** ([`replay`](Self::replay)) sends emits through the breaker
 ///   while it is closed, highest priority first and oldest first within a
 ///   priority, at most `replay_rate` a second (with bursts of
 ///   `replay_burst`). An emit whose send fails goes back to the front of its
 ///   priority: replay loses nothing and, as long as a failed send did not in
 ///   fact deliver, duplicates nothing.
+/// - The emit **out for replay** is still held: it counts in the depth,
+///   and it is the oldest of its priority. A push into a full buffer may
+///   displace it as it would any emit of that priority; the push goes
+///   ahead at once, and the displaced emit's fate is its send's: sent, it
+///   is counted replayed; failed, it is shed and handed back in the
+///   [`Replay`] report instead of going back to the front.
+/// - **Memory** is bounded by the capacity whatever the mix of priorities:
+///   the priorities share one store of at most `capacity` slots, and an
+///   emit's own memory is freed when it leaves.
 ///
 /// ```
 /// use fusebox::isolation::DeadLetters;
@@ -60,7 +69,8 @@ use crate::{Breaker, CallError, ConfigError, Rejected, State};
 ///
 /// One lock round trip per push; a push into a full buffer scans the
 /// priorities (at most 64) for the one to shed. Replay takes the lock twice
-/// per emit, never while sending.
+/// per emit, never while sending. The store grows as emits arrive, up to
+/// `capacity` slots of `size_of::<T>()` and two words each.
 pub struct DeadLetters<T> {
     name: crate::name::Inline,
     capacity: usize,
@@ -73,12 +83,33 @@ pub struct DeadLetters<T> {
 }
 
 struct Store<T> {
-    queues: Vec<VecDeque<T>>,
+    lanes: Lanes<T>,
     counts: Vec<Counts>,
-    /// Emits held, the one out for replay included.
+    /// Emits held: those in the lanes, and the one out for replay unless a
+    /// push displaced it.
     depth: usize,
+    /// The emit out for replay, while its send runs.
+    out: Option<Out>,
     tokens: f64,
     refilled: Option<quanta::Instant>,
+}
+
+/// The emit out for replay: its priority, and whether a push displaced it
+/// (it no longer counts in the depth, and is shed if its send fails).
+#[derive(Clone, Copy)]
+struct Out {
+    priority: usize,
+    displaced: bool,
+}
+
+impl<T> Store<T> {
+    /// Emits of `priority` held, the one out for replay included.
+    fn held(&self, priority: usize) -> usize {
+        let out = self
+            .out
+            .is_some_and(|o| o.priority == priority && !o.displaced);
+        self.lanes.len(priority) + usize::from(out)
+    }
 }
 
 #[derive(Clone, Copy, Default)]
@@ -210,9 +241,10 @@ impl DeadLettersBuilder {
             burst: f64::from(self.burst),
             clock: self.clock.unwrap_or_default(),
             store: Mutex::new(Store {
-                queues: (0..levels).map(|_| VecDeque::new()).collect(),
+                lanes: Lanes::new(levels, capacity),
                 counts: vec![Counts::default(); levels],
                 depth: 0,
+                out: None,
                 tokens: f64::from(self.burst),
                 refilled: None,
             }),
@@ -310,13 +342,17 @@ impl<T, E> Emitted<T, E> {
 /// What one [`DeadLetters::replay`] did.
 #[derive(Debug)]
 #[non_exhaustive]
-pub struct Replay<E> {
+pub struct Replay<T, E> {
     /// Emits sent and removed from the buffer.
     pub sent: usize,
     /// Emits still held.
     pub remaining: usize,
     /// Why it stopped.
     pub stopped: ReplayStop<E>,
+    /// The emit whose send failed after a push into the full buffer had
+    /// displaced it while it was out: shed, and handed back here as a push
+    /// hands back what it sheds.
+    pub shed: Option<Shed<T>>,
 }
 
 /// Why a replay stopped.
@@ -339,13 +375,14 @@ pub enum ReplayStop<E> {
 
 /// A point-in-time view of one priority of a [`DeadLetters`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(any(feature = "serde", feature = "admin"), derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct PrioritySnapshot {
     /// The priority.
     pub priority: u8,
     /// Whether it is never-shed.
     pub never_shed: bool,
-    /// Emits held now.
+    /// Emits held now, the one out for replay included.
     pub depth: usize,
     /// Emits kept, over the buffer's life.
     pub stored: u64,
@@ -359,13 +396,15 @@ pub struct PrioritySnapshot {
 
 /// A point-in-time view of a [`DeadLetters`].
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(any(feature = "serde", feature = "admin"), derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct DeadLetterSnapshot {
     /// The buffer's name.
     pub name: std::sync::Arc<str>,
     /// Its capacity.
     pub capacity: usize,
-    /// Emits held now, one out for replay included.
+    /// Emits held now, the one out for replay included unless a push
+    /// displaced it.
     pub depth: usize,
     /// Each priority, lowest first.
     pub priorities: Vec<PrioritySnapshot>,
@@ -401,59 +440,69 @@ impl<T> DeadLetters<T> {
     ///
     /// # Errors
     ///
-    /// [`Refused`], with the item, for a never-shed emit that finds no room
-    /// or for an unknown priority.
+    /// [`Refused`], with the item, for a never-shed emit when every emit
+    /// held is never-shed, or for an unknown priority.
     pub fn push(&self, priority: u8, item: T) -> Result<Option<Shed<T>>, Refused<T>> {
         let p = usize::from(priority);
-        let mut store = self.store.lock();
-        if p >= store.queues.len() {
-            drop(store);
+        let mut guard = self.store.lock();
+        let store = &mut *guard;
+        if p >= store.lanes.lanes() {
+            drop(guard);
             return Err(self.refused(priority, RefusedBecause::UnknownPriority, item));
         }
-        if store.depth < self.capacity {
-            store.queues[p].push_back(item);
-            store.counts[p].stored += 1;
-            store.depth += 1;
-            return Ok(None);
+        let mut shed = None;
+        if store.depth >= self.capacity {
+            // Full: room is made by the oldest emit of the lowest sheddable
+            // priority held (the one out for replay included), if this
+            // emit may displace it.
+            let never_shed = self.is_never_shed(p);
+            let victim = (0..store.lanes.lanes())
+                .find(|&q| !self.is_never_shed(q) && store.held(q) > 0 && (q <= p || never_shed));
+            match (victim, &mut store.out) {
+                // The emit out for replay is the oldest of its priority: it
+                // no longer counts, and its send decides its fate.
+                (Some(q), Some(out)) if out.priority == q && !out.displaced => {
+                    out.displaced = true;
+                    store.depth -= 1;
+                }
+                (Some(q), _) => {
+                    if let Some(item) = store.lanes.pop_front(q) {
+                        store.counts[q].shed += 1;
+                        store.depth -= 1;
+                        shed = Some(Shed {
+                            priority: q as u8,
+                            item,
+                        });
+                    }
+                }
+                (None, _) if !never_shed => {
+                    store.counts[p].shed += 1;
+                    drop(guard);
+                    return Ok(Some(self.shed_one(Shed { priority, item })));
+                }
+                (None, _) => {
+                    store.counts[p].refused += 1;
+                    drop(guard);
+                    return Err(self.refused(priority, RefusedBecause::Full, item));
+                }
+            }
         }
-        // Full: the lowest sheddable priority present, if this emit may
-        // displace it.
-        let never_shed = self.is_never_shed(p);
-        let victim = (0..store.queues.len()).find(|&q| {
-            !self.is_never_shed(q) && !store.queues[q].is_empty() && (q <= p || never_shed)
-        });
-        let shed = match victim {
-            Some(q) => {
-                let old = store.queues[q]
-                    .pop_front()
-                    .map(|item| Shed {
-                        priority: q as u8,
-                        item,
-                    })
-                    .expect("the victim's queue is not empty");
-                store.counts[q].shed += 1;
-                store.queues[p].push_back(item);
-                store.counts[p].stored += 1;
-                old
-            }
-            None if !never_shed => {
-                store.counts[p].shed += 1;
-                Shed { priority, item }
-            }
-            None => {
-                store.counts[p].refused += 1;
-                drop(store);
-                return Err(self.refused(priority, RefusedBecause::Full, item));
-            }
-        };
-        drop(store);
+        store.lanes.push_back(p, item);
+        store.counts[p].stored += 1;
+        store.depth += 1;
+        drop(guard);
+        Ok(shed.map(|s| self.shed_one(s)))
+    }
+
+    /// Logs `shed`, already counted, and hands it back.
+    fn shed_one(&self, shed: Shed<T>) -> Shed<T> {
         log::warn!(
             "dead-letter buffer `{}` is full ({}): shed an emit of priority {}",
             self.name,
             self.capacity,
             shed.priority
         );
-        Ok(Some(shed))
+        shed
     }
 
     fn refused(&self, priority: u8, because: RefusedBecause, item: T) -> Refused<T> {
@@ -486,7 +535,7 @@ impl<T> DeadLetters<T> {
         F: FnOnce(&T) -> Result<(), E>,
         E: StdError + 'static,
     {
-        if usize::from(priority) >= self.store.lock().queues.len() {
+        if usize::from(priority) >= self.store.lock().lanes.lanes() {
             return Err(self.refused(priority, RefusedBecause::UnknownPriority, item));
         }
         match breaker.call(|| send(&item)) {
@@ -506,13 +555,15 @@ impl<T> DeadLetters<T> {
     ///
     /// An emit leaves the buffer only when its send succeeds. One whose send
     /// fails or is refused goes back to the front of its priority, and the
-    /// replay stops there.
-    pub fn replay<E, F>(&self, breaker: &Breaker, mut send: F) -> Replay<E>
+    /// replay stops there; unless a push displaced it while it was out, in
+    /// which case it is shed and handed back in [`Replay::shed`].
+    pub fn replay<E, F>(&self, breaker: &Breaker, mut send: F) -> Replay<T, E>
     where
         F: FnMut(&T) -> Result<(), E>,
         E: StdError + 'static,
     {
         let mut sent = 0;
+        let mut shed = None;
         let stopped = 'replay: {
             let state = breaker.state();
             if state != State::Closed {
@@ -524,26 +575,48 @@ impl<T> DeadLetters<T> {
             loop {
                 let (p, item) = {
                     let mut store = self.store.lock();
-                    let Some(p) = store.queues.iter().rposition(|q| !q.is_empty()) else {
+                    let Some(p) = (0..store.lanes.lanes())
+                        .rev()
+                        .find(|&q| store.lanes.len(q) > 0)
+                    else {
                         break 'replay ReplayStop::Drained;
                     };
                     if !self.take_token(&mut store) {
                         break 'replay ReplayStop::Throttled;
                     }
+                    let Some(item) = store.lanes.pop_front(p) else {
+                        break 'replay ReplayStop::Drained;
+                    };
                     // Still counted in `depth` while it is out.
-                    let item = store.queues[p].pop_front().expect("not empty");
+                    store.out = Some(Out {
+                        priority: p,
+                        displaced: false,
+                    });
                     (p, item)
                 };
                 let result = breaker.call(|| send(&item));
                 let mut store = self.store.lock();
+                let displaced = store.out.take().is_some_and(|o| o.displaced);
                 match result {
                     Ok(()) => {
-                        store.depth -= 1;
+                        // A displaced emit no longer counts in `depth`.
+                        if !displaced {
+                            store.depth -= 1;
+                        }
                         store.counts[p].replayed += 1;
                         sent += 1;
                     }
                     Err(err) => {
-                        store.queues[p].push_front(item);
+                        if displaced {
+                            store.counts[p].shed += 1;
+                            drop(store);
+                            shed = Some(self.shed_one(Shed {
+                                priority: p as u8,
+                                item,
+                            }));
+                        } else {
+                            store.lanes.push_front(p, item);
+                        }
                         break 'replay match err {
                             CallError::Rejected(r) => ReplayStop::Rejected(r),
                             CallError::Failed(e) => ReplayStop::Failed(e),
@@ -556,6 +629,7 @@ impl<T> DeadLetters<T> {
             sent,
             remaining: self.store.lock().depth,
             stopped,
+            shed,
         }
     }
 
@@ -583,14 +657,13 @@ impl<T> DeadLetters<T> {
             capacity: self.capacity,
             depth: store.depth,
             priorities: store
-                .queues
+                .counts
                 .iter()
-                .zip(&store.counts)
                 .enumerate()
-                .map(|(p, (q, c))| PrioritySnapshot {
+                .map(|(p, c)| PrioritySnapshot {
                     priority: p as u8,
                     never_shed: self.is_never_shed(p),
-                    depth: q.len(),
+                    depth: store.held(p),
                     stored: c.stored,
                     shed: c.shed,
                     refused: c.refused,

@@ -140,7 +140,7 @@ impl DeadlinePoolBuilder {
             return Err(ConfigError::Invalid {
                 field: "deadline",
                 rule: "must be more than zero",
-                value: format!("{deadline:?}"),
+                value: crate::duration::display(deadline).to_string(),
             }
             .into());
         }
@@ -178,6 +178,7 @@ fn work(queue: &Receiver<Job>) {
 
 /// A point-in-time view of a [`DeadlinePool`].
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(any(feature = "serde", feature = "admin"), derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct DeadlinePoolSnapshot {
     /// The pool's name.

@@ -84,7 +84,11 @@ impl fmt::Display for Full {
             self.layer, self.name, self.limit
         )?;
         if !self.waited.is_zero() {
-            write!(f, " after waiting {:?}", self.waited)?;
+            write!(
+                f,
+                " after waiting {}",
+                crate::duration::display(self.waited)
+            )?;
         }
         Ok(())
     }
@@ -129,8 +133,9 @@ impl fmt::Display for TimedOut {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "call on `{}` abandoned at its {:?} deadline; it may still be running",
-            self.name, self.deadline
+            "call on `{}` abandoned at its {} deadline; it may still be running",
+            self.name,
+            crate::duration::display(self.deadline)
         )
     }
 }

@@ -31,6 +31,7 @@ mod dead_letter;
 mod deadline;
 mod error;
 mod isolated;
+mod lanes;
 
 pub use bulkhead::{Bulkhead, BulkheadBuilder, BulkheadSnapshot, Slot};
 pub use dead_letter::{

@@ -76,7 +76,12 @@ const COUNTERS: [(&str, &str, Count); 11] = [
 
 /// The registered fleet agents' families, labelled with `prefix`.
 pub(super) fn fleets(registry: &Registry, e: &mut DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
-    let fleets = registry.fleet_snapshots();
+    // The prefix as a label shows text from outside the program.
+    let fleets: Vec<(String, _)> = registry
+        .fleet_snapshots()
+        .into_iter()
+        .map(|(prefix, s)| (crate::text::shown(&prefix).to_string(), s))
+        .collect();
     if fleets.is_empty() {
         return Ok(());
     }

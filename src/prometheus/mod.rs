@@ -3,12 +3,14 @@
 //! The metrics are read from each breaker's [`Snapshot`] when the registry
 //! is scraped: nothing is counted twice, and the hot path carries no metric
 //! of its own. Every series is labelled with `breaker` (the name) and
-//! `call_path`.
+//! `call_path`; a breaker writes 21 series, one more each with a latency
+//! policy (once its first window is full) or an expiring override.
 //!
 //! | metric | type | meaning |
 //! |---|---|---|
-//! | `fusebox_breaker_state` | gauge | 0 closed, 1 open, 2 half-open, 3 forced open, 4 forced closed |
+//! | `fusebox_breaker_state` | gauge | the status as [`Snapshot::status_gauge`] numbers it (the states 0 to 4, 5 inside a maintenance window) |
 //! | `fusebox_breaker_in_state{state}` | gauge | 1 for the current state, 0 for the others (a state set) |
+//! | `fusebox_breaker_in_maintenance` | gauge | 1 inside a declared maintenance window, else 0 |
 //! | `fusebox_breaker_calls_total{outcome}` | counter | calls by outcome: `success`, `failure`, `ignored` |
 //! | `fusebox_breaker_slow_calls_total` | counter | successful calls slower than `slow_call_duration` |
 //! | `fusebox_breaker_short_circuits_total` | counter | calls refused without being attempted |
@@ -59,7 +61,22 @@
 //! `prometheus-client` has no state-set type, so the state set is the usual
 //! gauge per state.
 //!
+//! # `prometheus-client` in the public API
+//!
+//! [`register`] takes the application's own
+//! `prometheus_client::registry::Registry`, and [`RegistryCollector`]
+//! implements its `Collector` trait: the point of this module is to join a
+//! registry the application already has, so its types are not wrapped.
+//! `prometheus-client` is a 0.x crate, so the version is a commitment: every
+//! fusebox 0.1 release depends on `prometheus-client` 0.26 (any 0.26.x), and
+//! moving to a later line is a breaking change of fusebox, made only in a
+//! breaking release. It is re-exported as
+//! [`fusebox::prometheus::prometheus_client`](prometheus_client), so an
+//! application can name the very version fusebox uses. [`encode`] needs no
+//! `prometheus-client` type at all.
+//!
 //! ```
+//! use fusebox::prometheus::prometheus_client; // the version fusebox uses
 //! use fusebox::registry::Registry;
 //! use fusebox::{BreakerConfig, CallPath, Classifier};
 //!
@@ -83,6 +100,10 @@
 
 #[cfg(feature = "redis")]
 mod fleet;
+
+/// The `prometheus-client` crate fusebox builds on (0.26), for naming its
+/// types at the version [`register`] and [`RegistryCollector`] take.
+pub use prometheus_client;
 
 use std::fmt;
 
@@ -211,7 +232,7 @@ fn breakers(registry: &Registry, encoder: &mut DescriptorEncoder<'_>) -> Result<
         .breakers()
         .iter()
         .map(|b| Row {
-            call_path: b.call_path().as_str().to_owned(),
+            call_path: crate::text::shown(b.call_path().as_str()).to_string(),
             snap: b.snapshot(),
         })
         .collect();
@@ -224,9 +245,10 @@ fn breakers(registry: &Registry, encoder: &mut DescriptorEncoder<'_>) -> Result<
         e,
         &rows,
         "fusebox_breaker_state",
-        "Breaker state: 0 closed, 1 open, 2 half-open, 3 forced open, 4 forced closed.",
+        "Breaker status: 0 closed, 1 open, 2 half-open, 3 forced open, 4 forced closed, \
+         5 inside a maintenance window whatever the state (fusebox_breaker_in_state has the state).",
         None,
-        |s| Some(f64::from(s.state.as_gauge())),
+        |s| Some(f64::from(s.status_gauge())),
     )?;
     gauges(
         e,

@@ -19,6 +19,12 @@ pub enum Action {
     /// Declared a one-off maintenance window: failures inside it are
     /// neutral (see [`AuditRecord::window`]).
     Maintenance,
+    /// Took the breaker out of the registry
+    /// ([`Registry::remove`](super::Registry::remove)).
+    Remove,
+    /// Put another breaker in its place under the same name
+    /// ([`Registry::replace`](super::Registry::replace)).
+    Replace,
 }
 
 impl Action {
@@ -29,6 +35,8 @@ impl Action {
             Action::ForceClosed => "force-closed",
             Action::Reset => "reset",
             Action::Maintenance => "maintenance",
+            Action::Remove => "remove",
+            Action::Replace => "replace",
         }
     }
 }
@@ -61,7 +69,10 @@ pub struct AuditRecord {
     pub window: Option<(SystemTime, SystemTime)>,
     /// When, on the wall clock (for people and other systems' logs).
     pub wall_time: SystemTime,
-    /// When, on the breaker's monotonic clock (for ordering and intervals).
+    /// When, on the breaker's monotonic clock (for ordering and intervals):
+    /// every record is stamped on it, so a breaker built on a mock clock
+    /// gets records on that clock. For a replacement, the clock of the
+    /// breaker replaced.
     pub at: quanta::Instant,
 }
 
@@ -71,18 +82,20 @@ impl fmt::Display for AuditRecord {
             f,
             "override #{}: {} {} breaker `{}`: {}",
             self.seq,
-            crate::events::Printable(&self.actor),
+            crate::text::shown(&self.actor),
             match self.action {
                 Action::ForceOpen => "forced open",
                 Action::ForceClosed => "forced closed",
                 Action::Reset => "reset",
                 Action::Maintenance => "declared maintenance of",
+                Action::Remove => "removed",
+                Action::Replace => "replaced",
             },
             self.breaker,
-            crate::events::Printable(&self.reason)
+            crate::text::shown(&self.reason)
         )?;
         if let Some(d) = self.expires_after {
-            write!(f, " (expires after {d:?})")?;
+            write!(f, " (expires after {})", crate::duration::display(d))?;
         }
         if let Some((start, end)) = self.window {
             write!(f, " (from {start:?} to {end:?})")?;

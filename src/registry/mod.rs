@@ -29,7 +29,6 @@
 
 mod audit;
 #[cfg_attr(not(any(feature = "serde", feature = "admin")), allow(dead_code))]
-pub(crate) mod duration;
 mod error;
 #[cfg(feature = "redis")]
 mod fleet;
@@ -449,20 +448,117 @@ impl Registry {
                 name: name.to_owned(),
                 source,
             })?;
+        Ok(self.record(
+            &breaker,
+            Action::Maintenance,
+            request,
+            None,
+            Some(window),
+            (wall_time, breaker.clock_now()),
+        ))
+    }
+
+    /// Takes the breaker called `name` out of the registry, and records who
+    /// asked and why in the audit trail.
+    ///
+    /// A breaker still in use goes on as before wherever it is held: a
+    /// trading thread's clone keeps its state, its counters and its
+    /// overrides, and whatever else serves it (a fleet agent, the
+    /// health-probe thread) keeps serving it while it lives. Only the
+    /// registry lets go: it is no longer in [`breakers`](Self::breakers),
+    /// the metrics, [`unready`](Self::unready) or the admin endpoint, an
+    /// override by name no longer reaches it, and
+    /// [`breaker`](Self::breaker) makes a new, separate breaker under the
+    /// name. Its critical mark goes with it.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::UnknownBreaker`]; nothing changes.
+    pub fn remove(&self, name: &str, request: &Override) -> Result<AuditRecord, RegistryError> {
+        let wall_time = SystemTime::now();
+        let entry = self.inner.breakers.write().remove(name).ok_or_else(|| {
+            RegistryError::UnknownBreaker {
+                name: name.to_owned(),
+            }
+        })?;
+        let at = entry.breaker.clock_now();
+        let record = self.record(
+            &entry.breaker,
+            Action::Remove,
+            request,
+            None,
+            None,
+            (wall_time, at),
+        );
+        log::warn!("{record}");
+        Ok(record)
+    }
+
+    /// Puts `breaker` in the place of the registered breaker of the same
+    /// name, keeping that name's critical mark, and records who asked and
+    /// why in the audit trail: for a configuration reload that changes a
+    /// breaker's settings. The new breaker counts as registered from
+    /// outside the registry ([`register`](Self::register)).
+    ///
+    /// The breaker replaced goes on as a [removed](Self::remove) one does:
+    /// whoever still holds a clone of it (a trading thread that has not
+    /// asked the registry again) calls through it, with its own state,
+    /// until it lets go; the registry, its metrics, its overrides and the
+    /// admin endpoint see only the new one. Nothing carries over between
+    /// the two: the new breaker starts closed, with its own counters.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::UnknownBreaker`] if no breaker of that name is
+    /// registered; nothing changes.
+    pub fn replace(
+        &self,
+        breaker: Breaker,
+        request: &Override,
+    ) -> Result<AuditRecord, RegistryError> {
+        let wall_time = SystemTime::now();
+        let old = {
+            let mut breakers = self.inner.breakers.write();
+            let entry =
+                breakers
+                    .get_mut(breaker.name())
+                    .ok_or_else(|| RegistryError::UnknownBreaker {
+                        name: breaker.name().to_owned(),
+                    })?;
+            entry.origin = Origin::Outside;
+            std::mem::replace(&mut entry.breaker, breaker)
+        };
+        let at = old.clock_now();
+        let record = self.record(&old, Action::Replace, request, None, None, (wall_time, at));
+        log::warn!("{record}");
+        Ok(record)
+    }
+
+    /// Appends a record of `action` on `breaker` to the audit trail, with
+    /// the next sequence number, and returns it.
+    fn record(
+        &self,
+        breaker: &Breaker,
+        action: Action,
+        request: &Override,
+        expires_after: Option<Duration>,
+        window: Option<(SystemTime, SystemTime)>,
+        (wall_time, at): (SystemTime, quanta::Instant),
+    ) -> AuditRecord {
         let mut trail = self.inner.trail.lock();
         let record = AuditRecord {
             seq: trail.next_seq(),
             breaker: Arc::from(breaker.name()),
-            action: Action::Maintenance,
+            action,
             actor: Arc::clone(&request.actor),
             reason: Arc::clone(&request.reason),
-            expires_after: None,
-            window: Some(window),
+            expires_after,
+            window,
             wall_time,
-            at: quanta::Instant::now(),
+            at,
         };
         trail.push(record.clone());
-        Ok(record)
+        record
     }
 
     fn apply(
@@ -488,32 +584,23 @@ impl Registry {
             (Action::ForceClosed, None) => breaker.force_closed(actor, reason),
             (Action::ForceClosed, Some(d)) => breaker.force_closed_for(actor, reason, d),
             (Action::Reset, _) => breaker.reset(actor, reason),
-            // Declared through `declare_maintenance`, never applied here.
-            (Action::Maintenance, _) => {}
+            // Each has a method of its own, never applied here.
+            (Action::Maintenance | Action::Remove | Action::Replace, _) => {}
         }
         // The override's own instant on the breaker's clock, as its state
         // change recorded it.
         let at = breaker
             .snapshot()
             .last_transition
-            .map(|c| c.at)
-            .unwrap_or_else(quanta::Instant::now);
-        let record = {
-            let mut trail = self.inner.trail.lock();
-            let record = AuditRecord {
-                seq: trail.next_seq(),
-                breaker: Arc::from(breaker.name()),
-                action,
-                actor: Arc::clone(&request.actor),
-                reason: Arc::clone(&request.reason),
-                expires_after,
-                window: None,
-                wall_time,
-                at,
-            };
-            trail.push(record.clone());
-            record
-        };
+            .map_or_else(|| breaker.clock_now(), |c| c.at);
+        let record = self.record(
+            &breaker,
+            action,
+            request,
+            expires_after,
+            None,
+            (wall_time, at),
+        );
         log::warn!("{record}");
         Ok(record)
     }

@@ -16,118 +16,30 @@
 //! A one-off window can also be declared on a running breaker
 //! ([`Breaker::declare_maintenance`](crate::Breaker::declare_maintenance)).
 //!
-//! Wall-clock time is used for scheduling only. It is read once, when the
-//! breaker is built ([`WallClock`]), and carried forward by the breaker's
-//! monotonic clock; every decision is taken on the monotonic clock.
+//! Wall-clock time is used for scheduling only. It is read when the
+//! breaker is built ([`WallClock`]) and carried forward by the breaker's
+//! monotonic clock, and read again now and then so that the two do not
+//! drift apart; every decision is taken on the monotonic clock.
 //! Recurring windows and deadlines in a named IANA time zone need the
 //! `calendar` feature (the `jiff` crate does the time-zone arithmetic).
 //! `docs/trading.md` is the guide.
 
-#[cfg(feature = "calendar")]
-mod calendar;
-mod declare;
-pub(crate) mod probe;
-mod schedule;
+mod probe;
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 #[cfg(feature = "calendar")]
-pub use calendar::MONDAY_TO_FRIDAY;
-pub use declare::{WindowEnd, MAX_WINDOWS};
+pub use crate::recovery::calendar::MONDAY_TO_FRIDAY;
+pub use crate::recovery::declare::{WindowEnd, MAX_WINDOWS};
+pub use crate::recovery::health_probe::HealthProbe;
+pub use crate::recovery::schedule::{Deadlines, MaintenanceWindow, WallClock};
 /// The `jiff` crate, whose civil times, dates, weekdays and zones the
 /// calendar takes.
 #[cfg(feature = "calendar")]
 pub use jiff;
-pub use probe::HealthProbe;
-pub use schedule::{Deadlines, MaintenanceWindow, WallClock};
 
 use crate::config::BreakerBuilder;
-use crate::ramp::{RampUp, Ramping};
-use crate::{ConfigError, Verdict};
-use schedule::Anchor;
-
-/// The trading-aware settings, as the builder collects them.
-#[derive(Clone, Debug)]
-pub(crate) struct Recovery {
-    ramp: Option<RampUp>,
-    windows: Vec<MaintenanceWindow>,
-    short_circuit: bool,
-    deadlines: Vec<Deadlines>,
-    lead: Duration,
-    wall_clock: Option<WallClock>,
-    probe: Option<HealthProbe>,
-    /// Set when the breaker is built: the one wall-clock reading.
-    anchor: Option<Anchor>,
-}
-
-impl Default for Recovery {
-    fn default() -> Self {
-        Recovery {
-            ramp: None,
-            windows: Vec::new(),
-            short_circuit: false,
-            deadlines: Vec::new(),
-            lead: DEFAULT_LEAD,
-            wall_clock: None,
-            probe: None,
-            anchor: None,
-        }
-    }
-}
-
-/// The default [`probe_lead`](BreakerBuilder::probe_lead).
-const DEFAULT_LEAD: Duration = Duration::from_secs(300);
-
-impl Recovery {
-    fn has_schedule(&self) -> bool {
-        !self.windows.is_empty() || !self.deadlines.is_empty()
-    }
-
-    /// Reads the wall clock, once, as the monotonic instant `mono`: for the
-    /// windows and deadlines given, and for windows declared later.
-    pub(crate) fn anchor(&mut self, mono: u64) {
-        let wall = self
-            .wall_clock
-            .as_ref()
-            .map_or_else(SystemTime::now, |c| (c.0)());
-        self.anchor = Some(Anchor { wall, mono });
-    }
-
-    /// Whether calls must be checked against the maintenance windows when
-    /// they start.
-    pub(crate) fn watches_calls(&self) -> bool {
-        self.short_circuit && !self.windows.is_empty()
-    }
-
-    /// The health probe, for the breaker to hand to the probe thread.
-    pub(crate) fn health_probe(&self) -> Option<HealthProbe> {
-        self.probe.clone()
-    }
-
-    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
-        if let Some(p) = &self.probe {
-            p.validate()?;
-        }
-        if let Some(r) = &self.ramp {
-            r.validate()?;
-        }
-        for w in &self.windows {
-            w.validate()?;
-        }
-        for d in &self.deadlines {
-            d.validate()?;
-        }
-        if self.short_circuit {
-            crate::config::check(
-                "short_circuit_in_maintenance",
-                !self.windows.is_empty(),
-                "needs at least one maintenance_window",
-                "none",
-            )?;
-        }
-        Ok(())
-    }
-}
+use crate::ramp::RampUp;
 
 /// The settings of this module.
 impl<T> BreakerBuilder<T> {
@@ -177,6 +89,7 @@ impl<T> BreakerBuilder<T> {
     /// first call after the open period is the probe.
     pub fn health_probe(mut self, probe: HealthProbe) -> Self {
         self.settings.recovery.probe = Some(probe);
+        self.probe_thread = Some(probe::watch);
         self
     }
 
@@ -186,205 +99,5 @@ impl<T> BreakerBuilder<T> {
     pub fn wall_clock(mut self, clock: WallClock) -> Self {
         self.settings.recovery.wall_clock = Some(clock);
         self
-    }
-}
-
-/// The schedule on the breaker's monotonic clock.
-#[derive(Clone, Debug)]
-struct Plan {
-    anchor: Anchor,
-    windows: Vec<MaintenanceWindow>,
-    deadlines: Vec<Deadlines>,
-    lead: u64,
-}
-
-impl Plan {
-    /// The maintenance window around `now`, as monotonic start and end.
-    fn window_at(&self, now: u64) -> Option<(u64, u64)> {
-        let wall = self.anchor.to_wall(now);
-        self.windows
-            .iter()
-            .filter_map(|w| w.around_or_after(wall))
-            .filter(|(start, _)| *start <= wall)
-            .map(|(s, e)| (self.anchor.to_mono(s), self.anchor.to_mono(e)))
-            .max_by_key(|(_, e)| *e)
-    }
-
-    /// The start of the window around `now` or of the next one.
-    fn next_window_start(&self, now: u64) -> u64 {
-        let wall = self.anchor.to_wall(now);
-        self.windows
-            .iter()
-            .filter_map(|w| w.around_or_after(wall))
-            .map(|(s, _)| self.anchor.to_mono(s))
-            .min()
-            .unwrap_or(u64::MAX)
-    }
-
-    /// The latest instant at which a probe still goes out the lead time
-    /// before the next deadline that leaves room for it.
-    fn probe_by(&self, now: u64) -> Option<u64> {
-        let earliest = self
-            .anchor
-            .to_wall(now)
-            .checked_add(Duration::from_nanos(self.lead))?;
-        self.deadlines
-            .iter()
-            .filter_map(|d| d.next_after(earliest))
-            .min()
-            .map(|d| self.anchor.to_mono(d).saturating_sub(self.lead))
-    }
-}
-
-/// The machine's part of trading-aware recovery: the ramp in progress, the
-/// schedule, and the failures made neutral by a maintenance window.
-#[derive(Clone, Debug)]
-pub(crate) struct Recovering {
-    ramp: Option<RampUp>,
-    ramping: Option<Ramping>,
-    plan: Option<Plan>,
-    /// The wall-clock reading taken at build, for windows declared later.
-    anchor: Option<Anchor>,
-    short_circuit: bool,
-    neutral: u64,
-    /// Whether only the health-probe thread probes.
-    background: bool,
-}
-
-impl Recovering {
-    pub(crate) fn new(r: &Recovery) -> Self {
-        Recovering {
-            ramp: r.ramp,
-            ramping: None,
-            plan: r.anchor.filter(|_| r.has_schedule()).map(|anchor| Plan {
-                anchor,
-                windows: r.windows.clone(),
-                deadlines: r.deadlines.clone(),
-                lead: crate::machine::nanos(r.lead),
-            }),
-            anchor: r.anchor,
-            short_circuit: r.short_circuit,
-            neutral: 0,
-            background: r.probe.is_some(),
-        }
-    }
-
-    /// Whether only the health-probe thread may probe: live callers are
-    /// refused while the breaker is half-open.
-    pub(crate) fn probes_in_background(&self) -> bool {
-        self.background
-    }
-
-    /// The health-probe thread cannot take this breaker: live calls probe.
-    pub(crate) fn probe_live(&mut self) {
-        self.background = false;
-    }
-
-    /// Whether a closed breaker must send every call through the lock:
-    /// while a ramp runs.
-    pub(crate) fn routes_through_lock(&self) -> bool {
-        self.ramping.is_some()
-    }
-
-    /// Decides on a call offered to a closed breaker at `now`: `Err` with
-    /// the refusal's `retry_after` if the ramp or a maintenance window
-    /// refuses it. Ends a ramp that is over.
-    pub(crate) fn admit_closed(&mut self, now: u64) -> Result<(), Option<u64>> {
-        if self.short_circuit {
-            if let Some((_, end)) = self.plan.as_ref().and_then(|p| p.window_at(now)) {
-                return Err(Some(end.saturating_sub(now)));
-            }
-        }
-        let Some(r) = &mut self.ramping else {
-            return Ok(());
-        };
-        if r.is_over(now) {
-            self.ramping = None;
-            Ok(())
-        } else if r.admit(now) {
-            Ok(())
-        } else {
-            Err(None)
-        }
-    }
-
-    /// Whether [`admit_closed`](Self::admit_closed) would admit a call
-    /// offered at `now`, changing nothing.
-    pub(crate) fn would_admit_closed(&self, now: u64) -> bool {
-        let in_window = self.short_circuit
-            && self
-                .plan
-                .as_ref()
-                .is_some_and(|p| p.window_at(now).is_some());
-        !in_window && self.ramping.as_ref().is_none_or(|r| r.would_admit(now))
-    }
-
-    /// Whether `outcome`, reported at `now`, is neutral: a failure inside a
-    /// maintenance window. Counts it as such.
-    pub(crate) fn is_neutral(&mut self, now: u64, outcome: Verdict) -> bool {
-        let failed = matches!(outcome, Verdict::Failure | Verdict::Throttled(_));
-        let neutral = failed
-            && self
-                .plan
-                .as_ref()
-                .is_some_and(|p| p.window_at(now).is_some());
-        self.neutral += u64::from(neutral);
-        neutral
-    }
-
-    /// A call admitted during a ramp failed at `now`: ends the ramp and
-    /// returns the re-opens of the outage it recovered from, if it was still
-    /// running.
-    pub(crate) fn ramp_failed(&mut self, now: u64) -> Option<u32> {
-        let r = self.ramping.take()?;
-        (!r.is_over(now)).then_some(r.escalation)
-    }
-
-    /// The breaker closed on a probe at `now`, after `reopens` re-opens.
-    pub(crate) fn closed_on_probe(&mut self, now: u64, reopens: u32) {
-        self.ramping = self.ramp.map(|r| Ramping::begin(r, now, reopens));
-    }
-
-    /// The breaker closed by an operator, or left closed: no ramp.
-    pub(crate) fn end_ramp(&mut self) {
-        self.ramping = None;
-    }
-
-    /// `until`, the end of an open period starting at `now`, capped so that
-    /// the probe goes out the lead time before the next deadline.
-    pub(crate) fn cap(&self, now: u64, until: u64) -> u64 {
-        match self.plan.as_ref().and_then(|p| p.probe_by(now)) {
-            Some(by) => until.min(by).max(now),
-            None => until,
-        }
-    }
-
-    /// From when a call to a closed breaker must take the lock to be
-    /// checked against the maintenance windows: the start of the window
-    /// around `now` or the next one; never without short-circuiting.
-    pub(crate) fn watch_from(&self, now: u64) -> u64 {
-        match &self.plan {
-            Some(p) if self.short_circuit => p.next_window_start(now),
-            _ => u64::MAX,
-        }
-    }
-
-    /// The fraction of calls a closed breaker admits at `now`, while a ramp
-    /// runs.
-    pub(crate) fn ramp_fraction(&self, now: u64) -> Option<f64> {
-        self.ramping
-            .as_ref()
-            .filter(|r| !r.is_over(now))
-            .map(|r| r.fraction(now))
-    }
-
-    /// The end of the maintenance window around `now`.
-    pub(crate) fn maintenance_until(&self, now: u64) -> Option<u64> {
-        self.plan.as_ref()?.window_at(now).map(|(_, end)| end)
-    }
-
-    /// Failures made neutral by a maintenance window, in the breaker's life.
-    pub(crate) fn neutral_failures(&self) -> u64 {
-        self.neutral
     }
 }

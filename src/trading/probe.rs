@@ -1,20 +1,19 @@
 //! The health probe: a cheap, idempotent call that a background thread makes
 //! in place of a live request when a breaker's open period ends.
 //!
-//! One thread per process watches every breaker built with a probe. It
-//! starts the first time such a breaker is built and runs for the rest of
-//! the process. It holds weak references only, in a list bounded by
+//! One thread per process, `fusebox-health-probe`, watches every breaker
+//! built with a probe. It starts the first time such a breaker is built and
+//! runs for the rest of the process. It holds weak references only, in a list bounded by
 //! [`CAPACITY`] and pruned of dropped breakers on every pass, so memory does
 //! not grow with breakers made and dropped.
 //!
 //! Every [`TICK`] it looks at each breaker's gate without the lock; one whose
 //! open period has ended is moved to half-open and given to a short-lived
-//! worker thread that runs the probe function. The watcher never runs a
+//! worker thread, `fusebox-probe`, that runs the probe function. The watcher never runs a
 //! probe itself: it waits for the answer until the probe's deadline, then
 //! abandons the worker (a hung probe keeps only its own thread, and at most
 //! [`MAX_RUNNING`] run at once) and records the probe as failed.
 
-use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -23,9 +22,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 
-use crate::breaker::WeakBreaker;
-use crate::machine::Ticket;
-use crate::{Breaker, ConfigError, Verdict};
+use crate::breaker::{ProbeOut, WeakBreaker};
+use crate::recovery::health_probe::{HealthProbe, ProbeFn};
+use crate::{Breaker, Verdict};
 
 /// Breakers watched, at most; a breaker built beyond it probes with a live
 /// call, as without a probe function.
@@ -35,75 +34,6 @@ const TICK: Duration = Duration::from_millis(20);
 /// Probe threads alive at once, at most, hung ones included.
 const MAX_RUNNING: usize = 64;
 
-type ProbeFn = Arc<dyn Fn() -> bool + Send + Sync>;
-
-/// A breaker's health probe: a cheap, idempotent call (a tiny
-/// reference-data lookup, a vendor's status endpoint) and how long it may
-/// take.
-///
-/// When the open period ends, the process's health-probe thread runs it
-/// instead of letting a live request be the probe: recovery does not wait
-/// for traffic, and live callers are refused (state
-/// [`State::HalfOpen`](crate::State::HalfOpen)) until it succeeds. A probe
-/// that fails, panics or outlives its deadline re-opens the breaker with
-/// the next, longer open period. Its own `max_probe_duration` still bounds
-/// it on the breaker's clock too.
-///
-/// ```
-/// use fusebox::trading::HealthProbe;
-/// use fusebox::{Breaker, CallPath, Classifier};
-/// use std::time::Duration;
-///
-/// # fn status_endpoint() -> Result<(), std::io::Error> { Ok(()) }
-/// let breaker = Breaker::builder("corporate-actions")
-///     .call_path(CallPath::ReferenceData)
-///     .classifier(Classifier::every_error_is_a_failure())
-///     .health_probe(HealthProbe::new(Duration::from_secs(2), status_endpoint))
-///     .build()?;
-/// # Ok::<(), fusebox::ConfigError>(())
-/// ```
-#[derive(Clone)]
-pub struct HealthProbe {
-    f: ProbeFn,
-    deadline: Duration,
-}
-
-impl HealthProbe {
-    /// A probe that calls `f`, which succeeds with `Ok`, and may take up to
-    /// `deadline` (more than zero; `build()` checks).
-    pub fn new<T, E>(
-        deadline: Duration,
-        f: impl Fn() -> Result<T, E> + Send + Sync + 'static,
-    ) -> Self {
-        HealthProbe {
-            f: Arc::new(move || f().is_ok()),
-            deadline,
-        }
-    }
-
-    /// How long the probe may take before it is abandoned as failed.
-    pub fn deadline(&self) -> Duration {
-        self.deadline
-    }
-
-    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
-        crate::config::check(
-            "health_probe",
-            !self.deadline.is_zero(),
-            "must have a deadline longer than zero",
-            format_args!("{:?}", self.deadline),
-        )
-    }
-}
-
-impl fmt::Debug for HealthProbe {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HealthProbe")
-            .field("deadline", &self.deadline)
-            .finish_non_exhaustive()
-    }
-}
-
 struct Watched {
     breaker: WeakBreaker,
     probe: HealthProbe,
@@ -112,8 +42,7 @@ struct Watched {
 /// A probe out on a worker thread.
 struct Running {
     breaker: WeakBreaker,
-    ticket: Ticket,
-    started: u64,
+    out: ProbeOut,
     deadline: Instant,
     answer: Receiver<bool>,
 }
@@ -126,6 +55,9 @@ static WATCHED: AtomicUsize = AtomicUsize::new(0);
 /// Has the health-probe thread watch `breaker`, starting the thread if it
 /// has not started. False if it cannot: the thread could not be started or
 /// its queue is full.
+///
+/// The builder's [`health_probe`](crate::BreakerBuilder::health_probe) setter
+/// hands it to the breaker, which calls it once, when it is built.
 pub(crate) fn watch(breaker: &Breaker, probe: HealthProbe) -> bool {
     let tx = WATCHER.get_or_init(|| {
         let (tx, rx) = crossbeam_channel::bounded(CAPACITY);
@@ -188,11 +120,10 @@ fn run(rx: &Receiver<Watched>) {
             let Some(breaker) = w.breaker.upgrade() else {
                 continue;
             };
-            if let Some((ticket, started)) = breaker.begin_health_probe() {
+            if let Some(out) = breaker.begin_health_probe() {
                 let r = Running {
                     breaker: w.breaker.clone(),
-                    ticket,
-                    started,
+                    out,
                     deadline: Instant::now() + w.probe.deadline,
                     answer: spawn(&w.probe.f),
                 };
@@ -230,7 +161,7 @@ fn finish(r: &Running, ok: bool) -> bool {
         } else {
             Verdict::Failure
         };
-        b.end_health_probe(r.ticket, r.started, verdict);
+        b.end_health_probe(r.out, verdict);
     }
     false
 }

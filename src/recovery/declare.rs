@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use super::schedule::{Anchor, MaintenanceWindow};
 use super::{Plan, Recovering};
+use crate::check::check;
 use crate::ConfigError;
 
 /// The most maintenance windows a breaker holds: those given to the builder
@@ -15,7 +16,10 @@ pub const MAX_WINDOWS: usize = 64;
 
 /// Where a maintenance window declared on a running breaker ends (see
 /// [`Breaker::declare_maintenance`](crate::Breaker::declare_maintenance)).
+///
+/// Non-exhaustive: a later release may add ways to end a window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum WindowEnd {
     /// This long after the window starts.
     After(Duration),
@@ -42,7 +46,7 @@ impl Recovering {
         let end = match end {
             WindowEnd::At(end) => end,
             WindowEnd::After(lasting) => {
-                crate::config::check(
+                check(
                     "maintenance_window",
                     !lasting.is_zero(),
                     "must last longer than zero",
@@ -51,12 +55,12 @@ impl Recovering {
                 start.checked_add(lasting).ok_or(ConfigError::Invalid {
                     field: "maintenance_window",
                     rule: "must end within the range of the system clock",
-                    value: format!("{lasting:?} after {start:?}"),
+                    value: format!("{} after {start:?}", crate::duration::display(lasting)),
                 })?
             }
         };
         MaintenanceWindow::once(start, end).validate()?;
-        crate::config::check(
+        check(
             "maintenance_window",
             end > wall_now,
             "must end after now",
@@ -70,7 +74,7 @@ impl Recovering {
         });
         plan.windows
             .retain(|w| w.around_or_after(wall_now).is_some());
-        crate::config::check(
+        check(
             "maintenance_window",
             plan.windows.len() < MAX_WINDOWS,
             "a breaker holds at most 64 windows that have not ended",

@@ -5,7 +5,11 @@ use std::fmt;
 use std::time::{Duration, SystemTime};
 
 #[cfg(feature = "calendar")]
+use jiff::civil::{Date, Time, Weekday};
+
+#[cfg(feature = "calendar")]
 use super::calendar::{Daily, Weekly};
+use crate::check::check;
 use crate::ConfigError;
 
 /// A span of wall-clock time during which a dependency is known to be down
@@ -37,6 +41,27 @@ impl MaintenanceWindow {
         MaintenanceWindow(WindowKind::Once { start, end })
     }
 
+    /// A window every week on `day`, from local time `start` in the IANA
+    /// zone `zone`, lasting `length` (less than a week). `build()` refuses
+    /// an unknown zone.
+    ///
+    /// ```
+    /// use fusebox::trading::MaintenanceWindow;
+    /// use jiff::civil::{time, Weekday};
+    /// use std::time::Duration;
+    ///
+    /// let sunday = MaintenanceWindow::weekly(
+    ///     "America/New_York",
+    ///     Weekday::Sunday,
+    ///     time(2, 0, 0, 0),
+    ///     Duration::from_secs(4 * 3600),
+    /// );
+    /// ```
+    #[cfg(feature = "calendar")]
+    pub fn weekly(zone: &str, day: Weekday, start: Time, length: Duration) -> Self {
+        MaintenanceWindow(WindowKind::Weekly(Weekly::new(zone, day, start, length)))
+    }
+
     /// The window that contains `at`, or else the first that starts after
     /// it: its start and end.
     pub(crate) fn around_or_after(&self, at: SystemTime) -> Option<(SystemTime, SystemTime)> {
@@ -49,12 +74,12 @@ impl MaintenanceWindow {
 
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         match &self.0 {
-            WindowKind::Once { start, end } => crate::config::check(
+            WindowKind::Once { start, end } => Ok(check(
                 "maintenance_window",
                 end > start,
                 "must end after it starts",
                 format_args!("{start:?} .. {end:?}"),
-            ),
+            )?),
             #[cfg(feature = "calendar")]
             WindowKind::Weekly(w) => w.validate(),
         }
@@ -89,6 +114,35 @@ impl Deadlines {
         Deadlines(DeadlineKind::At(v))
     }
 
+    /// Each of `times` (local time in the IANA zone `zone`, such as
+    /// `"America/New_York"`) on each of `weekdays`, except on `holidays`
+    /// (local dates). Daylight-saving changes are the zone's: 09:30 is
+    /// 09:30 local on both sides of one. `build()` refuses an unknown zone
+    /// and an empty list of times or weekdays.
+    ///
+    /// ```
+    /// use fusebox::trading::{Deadlines, MONDAY_TO_FRIDAY};
+    /// use jiff::civil::{date, time};
+    ///
+    /// let nyse_open = Deadlines::daily(
+    ///     "America/New_York",
+    ///     [time(9, 30, 0, 0)],
+    ///     MONDAY_TO_FRIDAY,
+    ///     [date(2026, 12, 25), date(2027, 1, 1)],
+    /// );
+    /// ```
+    #[cfg(feature = "calendar")]
+    pub fn daily(
+        zone: &str,
+        times: impl IntoIterator<Item = Time>,
+        weekdays: impl IntoIterator<Item = Weekday>,
+        holidays: impl IntoIterator<Item = Date>,
+    ) -> Self {
+        Deadlines(DeadlineKind::Daily(Daily::new(
+            zone, times, weekdays, holidays,
+        )))
+    }
+
     /// The first deadline strictly after `after`.
     pub(crate) fn next_after(&self, after: SystemTime) -> Option<SystemTime> {
         match &self.0 {
@@ -100,12 +154,12 @@ impl Deadlines {
 
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         match &self.0 {
-            DeadlineKind::At(v) => crate::config::check(
+            DeadlineKind::At(v) => Ok(check(
                 "deadlines",
                 !v.is_empty(),
                 "must name at least one instant",
                 "none",
-            ),
+            )?),
             #[cfg(feature = "calendar")]
             DeadlineKind::Daily(d) => d.validate(),
         }
@@ -115,22 +169,57 @@ impl Deadlines {
 /// Where a breaker's wall-clock time comes from, for scheduling only:
 /// `SystemTime::now` by default; tests pass a fixed instant.
 ///
-/// It is read **once**, when the breaker is built; from then on the
-/// breaker's monotonic clock carries the time forward, so a wall-clock step
-/// (NTP, an operator) never moves a decision.
+/// It is read when the breaker is built, and that reading is carried
+/// forward by the breaker's monotonic clock. A long-running breaker reads
+/// it again (at most once a second, when its lock is next taken, and
+/// whenever a window is declared), so that the monotonic
+/// clock's rate error never adds up: windows and deadlines stay within a
+/// millisecond or so of the wall clock after days of uptime. A wall-clock
+/// step (NTP, an operator) is followed at the next reading.
 #[derive(Clone)]
-pub struct WallClock(pub(crate) std::sync::Arc<dyn Fn() -> SystemTime + Send + Sync>);
+pub struct WallClock(pub(crate) Source);
+
+#[derive(Clone)]
+pub(crate) enum Source {
+    /// Read again as the breaker runs.
+    Live(std::sync::Arc<dyn Fn() -> SystemTime + Send + Sync>),
+    /// Read once: the instant at build, carried forward by the monotonic
+    /// clock alone.
+    Fixed(SystemTime),
+}
+
+/// How often, at most, a breaker reads its wall clock again.
+pub(crate) const REANCHOR_EVERY: Duration = Duration::from_secs(1);
 
 impl WallClock {
-    /// A wall clock that reads `f`.
+    /// A wall clock that reads `f`, at build and again as the breaker runs.
     pub fn new(f: impl Fn() -> SystemTime + Send + Sync + 'static) -> Self {
-        WallClock(std::sync::Arc::new(f))
+        WallClock(Source::Live(std::sync::Arc::new(f)))
     }
 
-    /// A wall clock stopped at `at`: what tests use, with a mock monotonic
-    /// clock to move time.
+    /// A wall clock that reads `at` when the breaker is built and is then
+    /// carried forward by the breaker's monotonic clock alone, never read
+    /// again: what tests use, with a mock monotonic clock to move time.
     pub fn fixed(at: SystemTime) -> Self {
-        WallClock::new(move || at)
+        WallClock(Source::Fixed(at))
+    }
+
+    /// The system's clock.
+    pub(crate) fn system() -> Self {
+        WallClock::new(SystemTime::now)
+    }
+
+    /// Reads it.
+    pub(crate) fn read(&self) -> SystemTime {
+        match &self.0 {
+            Source::Live(f) => f(),
+            Source::Fixed(at) => *at,
+        }
+    }
+
+    /// Whether it is read again as the breaker runs.
+    pub(crate) fn is_live(&self) -> bool {
+        matches!(self.0, Source::Live(_))
     }
 }
 

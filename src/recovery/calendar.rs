@@ -1,5 +1,7 @@
 //! Recurring deadlines and maintenance windows in a named IANA time zone,
-//! with `jiff` doing the time-zone and daylight-saving arithmetic.
+//! with `jiff` doing the time-zone and daylight-saving arithmetic: the daily
+//! and weekly rules that `Deadlines::daily` and `MaintenanceWindow::weekly`
+//! (in `schedule.rs`) hold. This file knows nothing of the schedule.
 
 use std::time::{Duration, SystemTime};
 
@@ -7,7 +9,7 @@ use jiff::civil::{Date, Time, Weekday};
 use jiff::tz::TimeZone;
 use jiff::{Span, Timestamp};
 
-use super::schedule::{DeadlineKind, Deadlines, MaintenanceWindow, WindowKind};
+use crate::check::check;
 use crate::ConfigError;
 
 /// Monday to Friday, the usual trading week.
@@ -39,12 +41,13 @@ impl Zone {
     }
 
     fn validate(&self, field: &'static str) -> Result<(), ConfigError> {
-        crate::config::check(
+        check(
             field,
             self.tz.is_some(),
             "must name an IANA time zone known to this system",
             &self.name,
-        )
+        )?;
+        Ok(())
     }
 
     /// The local date at `at`, and the zone.
@@ -78,6 +81,15 @@ pub(crate) struct Weekly {
 }
 
 impl Weekly {
+    pub(crate) fn new(zone: &str, day: Weekday, start: Time, length: Duration) -> Self {
+        Weekly {
+            zone: Zone::new(zone),
+            day,
+            start,
+            length,
+        }
+    }
+
     pub(crate) fn around_or_after(&self, at: SystemTime) -> Option<(SystemTime, SystemTime)> {
         let (today, tz) = self.zone.today(at)?;
         (-7..=7)
@@ -90,12 +102,13 @@ impl Weekly {
 
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         self.zone.validate("maintenance_window")?;
-        crate::config::check(
+        check(
             "maintenance_window",
             !self.length.is_zero() && self.length < Duration::from_secs(7 * 24 * 3600),
             "must last longer than zero and less than a week",
-            format_args!("{:?}", self.length),
-        )
+            crate::duration::display(self.length),
+        )?;
+        Ok(())
     }
 }
 
@@ -109,6 +122,23 @@ pub(crate) struct Daily {
 }
 
 impl Daily {
+    pub(crate) fn new(
+        zone: &str,
+        times: impl IntoIterator<Item = Time>,
+        weekdays: impl IntoIterator<Item = Weekday>,
+        holidays: impl IntoIterator<Item = Date>,
+    ) -> Self {
+        let mut times: Vec<Time> = times.into_iter().collect();
+        times.sort();
+        times.dedup();
+        Daily {
+            zone: Zone::new(zone),
+            times,
+            weekdays: weekdays.into_iter().collect(),
+            holidays: holidays.into_iter().collect(),
+        }
+    }
+
     pub(crate) fn next_after(&self, after: SystemTime) -> Option<SystemTime> {
         let (today, tz) = self.zone.today(after)?;
         (-1..=HORIZON_DAYS)
@@ -120,7 +150,7 @@ impl Daily {
 
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         self.zone.validate("deadlines")?;
-        crate::config::check(
+        check(
             "deadlines",
             !self.times.is_empty() && !self.weekdays.is_empty(),
             "must name at least one time of day and one weekday",
@@ -129,69 +159,7 @@ impl Daily {
                 self.times.len(),
                 self.weekdays.len()
             ),
-        )
-    }
-}
-
-impl Deadlines {
-    /// Each of `times` (local time in the IANA zone `zone`, such as
-    /// `"America/New_York"`) on each of `weekdays`, except on `holidays`
-    /// (local dates). Daylight-saving changes are the zone's: 09:30 is
-    /// 09:30 local on both sides of one. `build()` refuses an unknown zone
-    /// and an empty list of times or weekdays.
-    ///
-    /// ```
-    /// use fusebox::trading::{Deadlines, MONDAY_TO_FRIDAY};
-    /// use jiff::civil::{date, time};
-    ///
-    /// let nyse_open = Deadlines::daily(
-    ///     "America/New_York",
-    ///     [time(9, 30, 0, 0)],
-    ///     MONDAY_TO_FRIDAY,
-    ///     [date(2026, 12, 25), date(2027, 1, 1)],
-    /// );
-    /// ```
-    pub fn daily(
-        zone: &str,
-        times: impl IntoIterator<Item = Time>,
-        weekdays: impl IntoIterator<Item = Weekday>,
-        holidays: impl IntoIterator<Item = Date>,
-    ) -> Self {
-        let mut times: Vec<Time> = times.into_iter().collect();
-        times.sort();
-        times.dedup();
-        Deadlines(DeadlineKind::Daily(Daily {
-            zone: Zone::new(zone),
-            times,
-            weekdays: weekdays.into_iter().collect(),
-            holidays: holidays.into_iter().collect(),
-        }))
-    }
-}
-
-impl MaintenanceWindow {
-    /// A window every week on `day`, from local time `start` in the IANA
-    /// zone `zone`, lasting `length` (less than a week). `build()` refuses
-    /// an unknown zone.
-    ///
-    /// ```
-    /// use fusebox::trading::MaintenanceWindow;
-    /// use jiff::civil::{time, Weekday};
-    /// use std::time::Duration;
-    ///
-    /// let sunday = MaintenanceWindow::weekly(
-    ///     "America/New_York",
-    ///     Weekday::Sunday,
-    ///     time(2, 0, 0, 0),
-    ///     Duration::from_secs(4 * 3600),
-    /// );
-    /// ```
-    pub fn weekly(zone: &str, day: Weekday, start: Time, length: Duration) -> Self {
-        MaintenanceWindow(WindowKind::Weekly(Weekly {
-            zone: Zone::new(zone),
-            day,
-            start,
-            length,
-        }))
+        )?;
+        Ok(())
     }
 }
