@@ -199,9 +199,6 @@ impl fmt::Display for Reason {
     }
 }
 
-    }
-}
-
 /// One state change, as given to `on_state_change` and to subscribers.
 ///
 /// Non-exhaustive: a later release may add fields (as it added `cause` and
