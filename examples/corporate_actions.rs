@@ -95,7 +95,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let vendor = Vendor {
         minute: Arc::new(AtomicI64::new(0)),
     };
-    let (clock, mock) = quanta::Clock::mock();
+    let (clock, mock) = fusebox::quanta::Clock::mock();
     let probe_vendor = vendor.clone();
     let breaker = Breaker::builder("corporate-actions")
         .call_path(CallPath::ReferenceData)

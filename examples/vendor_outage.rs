@@ -10,6 +10,25 @@
 //! ```sh
 //! cargo run --example vendor_outage
 //! ```
+//!
+//! What to look for:
+//!
+//! - While the vendor is slow, its answers are fresh but slow; half of the
+//!   window's calls slow open the breaker, and the traders get the last
+//!   good answer, marked stale, without waiting.
+//! - The first probe is answered, slowly: its caller gets the fresh data,
+//!   and the breaker opens again, for twice as long, because a slow probe
+//!   counts against the vendor.
+//! - Once the vendor is down, a probe fails to connect. A refused
+//!   connection never reaches the vendor, so the vendor counts one request
+//!   fewer than the breaker let through.
+//! - A stale answer is served up to 4 s old. The symbol whose data came
+//!   from that slow probe holds data about a second younger than the
+//!   others' (compare `as_of`), so it is still served when the other two
+//!   have gone to NO DATA.
+//!
+//! It needs nothing but fusebox (ureq is `fusebox::http::ureq`): it
+//! compiles as it is in an application that depends on fusebox alone.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -18,11 +37,13 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fusebox::http::{GuardedClient, LastKnownGood, Served, StaleReason, Unavailable};
+use fusebox::http::{ureq, Error, GuardedClient, LastKnownGood, Served, StaleReason, Unavailable};
 use fusebox::{Breaker, CallError, CallPath, State};
 
 /// How long the vendor takes to answer while slow.
 const SLOW: Duration = Duration::from_millis(250);
+/// A call slower than this is slow, to the breaker.
+const SLOW_MARK: Duration = Duration::from_millis(150);
 /// The trading threads' pace.
 const PACE: Duration = Duration::from_millis(100);
 
@@ -39,7 +60,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .call_path(CallPath::ReferenceData)
         .classifier(fusebox::http::classifier())
         .consecutive_failure_threshold(3)
-        .slow_call_duration(Duration::from_millis(150))
+        .slow_call_duration(SLOW_MARK)
         .slow_call_rate_threshold(0.5)
         .failure_window(Duration::from_millis(500))
         .minimum_calls(3)
@@ -97,22 +118,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     vendor.set(Mode::Stopped);
 
     let snap = client.breaker().snapshot();
+    let t = &snap.totals;
     println!();
     println!(
-        "done in {:.1}s: breaker {}, opened {} time(s); {} calls made, {} short-circuited",
+        "done in {:.1}s: breaker {}, opened {} time(s)",
         timeline.start.elapsed().as_secs_f64(),
         snap.state,
         snap.trips,
-        snap.totals.calls,
-        snap.totals.short_circuits,
     );
     println!(
-        "answers: {} fresh, {} stale (oldest {:.1}s), {} unavailable; the vendor received {} requests",
+        "the breaker let {} calls through ({} answered, {} of them slow; {} failed) and \
+         short-circuited {} without sending anything",
+        t.calls, t.successes, t.slow, t.failures, t.short_circuits,
+    );
+    println!(
+        "the vendor received {} requests: a refused connection never reaches it",
+        vendor.requests.load(Ordering::Relaxed),
+    );
+    println!(
+        "the traders got {} fresh answers, {} stale (the oldest {:.1}s old) and {} times no data",
         stats.fresh.load(Ordering::Relaxed),
         stats.stale.load(Ordering::Relaxed),
         stats.oldest_ms.load(Ordering::Relaxed) as f64 / 1000.0,
         stats.unavailable.load(Ordering::Relaxed),
-        vendor.requests.load(Ordering::Relaxed),
     );
     Ok(())
 }
@@ -130,12 +158,25 @@ fn trader(
 ) {
     let who = format!("trader-{symbol}");
     let mut last = Kind::None;
+    // The last answer served, fresh or stale, to say which one ran out.
+    let mut last_good = String::new();
     while running.load(Ordering::Acquire) {
+        let asked = Instant::now();
         let answer = client.get(url).call_or_stale(cache);
-        let kind = Kind::of(&answer);
+        let took = asked.elapsed();
+        let kind = Kind::of(&answer, took);
         stats.count(&answer);
         if kind != last {
             match &answer {
+                Ok(a) if kind == Kind::FreshButSlow => timeline.line(
+                    &who,
+                    format_args!(
+                        "fresh but slow ({} ms, over the {} ms mark: counted against the vendor): {}",
+                        took.as_millis(),
+                        SLOW_MARK.as_millis(),
+                        body(a)
+                    ),
+                ),
                 Ok(a) if a.is_fresh() => timeline.line(&who, format_args!("fresh: {}", body(a))),
                 Ok(a) => timeline.line(
                     &who,
@@ -146,9 +187,15 @@ fn trader(
                         body(a)
                     ),
                 ),
-                Err(e) => timeline.line(&who, format_args!("NO DATA, stop quoting: {}", why(e))),
+                Err(e) => timeline.line(
+                    &who,
+                    format_args!("NO DATA, stop quoting: {}", why(e, &last_good)),
+                ),
             }
             last = kind;
+        }
+        if let Ok(a) = &answer {
+            last_good = body(a);
         }
         thread::sleep(PACE);
     }
@@ -168,25 +215,39 @@ fn reason(a: &Served) -> String {
             ),
             None => format!("short-circuited, breaker {}: the probe is out", r.state()),
         },
-        Some(StaleReason::ProviderError(e)) => format!("vendor failed: {}", report(e)),
+        Some(StaleReason::ProviderError(e)) => format!("vendor failed: {}", what_failed(e)),
         Some(other) => other.to_string(),
         None => String::new(),
     }
 }
 
-fn why(e: &Unavailable) -> String {
+fn why(e: &Unavailable, last_good: &str) -> String {
     match (e.stale_age(), e.error()) {
         (Some(age), _) => format!(
-            "last good answer is {:.1}s old, over the 4s limit",
+            "the last good answer ({last_good}) is {:.1}s old, over the 4s limit",
             age.as_secs_f64()
         ),
         (None, CallError::Rejected(r)) => format!("{r}, nothing on file"),
+        // Anything else: the whole chain, "call failed: transport failed: ...".
         (None, err) => report(err),
     }
 }
 
+/// What went wrong with a guarded call, in a few words: the status, or the
+/// socket's own error (ureq's error around it says only "io").
+fn what_failed(e: &Error) -> String {
+    match e {
+        Error::Transport(ureq::Error::Io(io)) => io.to_string(),
+        Error::Transport(ureq::Error::Timeout(_)) => "timed out".to_string(),
+        other => match other.status() {
+            Some(status) => format!("answered {status}"),
+            None => report(other),
+        },
+    }
+}
+
 /// An error and its sources, each message once: "call failed: transport
-/// failed: ...".
+/// failed: ...". (With anyhow, `format!("{err:#}")` prints the same.)
 fn report(err: &dyn std::error::Error) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
@@ -201,15 +262,17 @@ fn report(err: &dyn std::error::Error) -> String {
 enum Kind {
     None,
     Fresh,
+    FreshButSlow,
     StaleSkipped,
     StaleFailed,
     Unavailable,
 }
 
 impl Kind {
-    fn of(answer: &Result<Served, Unavailable>) -> Kind {
+    fn of(answer: &Result<Served, Unavailable>, took: Duration) -> Kind {
         match answer {
             Ok(a) => match a.stale_reason() {
+                None if took > SLOW_MARK => Kind::FreshButSlow,
                 None => Kind::Fresh,
                 Some(StaleReason::BreakerOpen(_)) => Kind::StaleSkipped,
                 Some(_) => Kind::StaleFailed,

@@ -5,7 +5,6 @@
 
 use std::cell::Cell;
 use std::collections::VecDeque;
-use std::error::Error as StdError;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -32,8 +31,8 @@ use crate::snapshot::{rate, Snapshot, Totals};
 /// How often, at most, the wall clock is read again, in nanoseconds.
 const REANCHOR_EVERY: u64 = crate::recovery::schedule::REANCHOR_EVERY.as_nanos() as u64;
 use crate::{
-    CallError, CallPath, Classifier, ConfigError, OwnedPermit, Permit, Rejected, ResultClassifier,
-    State, StateChange, Verdict,
+    CallError, CallPath, Classifier, ConfigError, IsStdError, OwnedPermit, Permit, Rejected,
+    ResultClassifier, State, StateChange, Verdict,
 };
 
 /// A circuit breaker for one independently failing dependency.
@@ -328,10 +327,15 @@ impl Breaker {
     /// [`CallError::Failed`]. A panic in `f` counts as a failure and resumes
     /// unwinding to the caller.
     ///
-    /// `call` takes errors that implement `std::error::Error`; the classifier
-    /// sees them as both their type and a `dyn Error`. For `anyhow::Error`,
+    /// `call` takes errors that implement `std::error::Error` (the
+    /// [`IsStdError`] bound); the classifier sees them as both their type
+    /// and a `dyn Error`. **`anyhow::Error` is not one**, nor are
     /// `Box<dyn Error + Send + Sync>`, `String` or an enum of the
-    /// application's own, use [`call_any`](Self::call_any).
+    /// application's own without an `Error` impl: for those use
+    /// [`call_any`](Self::call_any). A closure returning `anyhow::Result`
+    /// here fails to compile (E0277) with a note that says so. In a function
+    /// returning `anyhow::Result`, `?` takes `call`'s error as it is, and
+    /// `call_any`'s after `CallError::into_anyhow` (feature `anyhow`).
     ///
     /// Cost of a success on a healthy closed breaker: two loads of the gate,
     /// `f`, and one compare-and-swap on the thread's own counter line (plus
@@ -348,7 +352,7 @@ impl Breaker {
     where
         F: FnOnce() -> Result<T, E>,
         T: 'static,
-        E: StdError + 'static,
+        E: IsStdError,
     {
         self.guarded(f, |permit, err| {
             let view = ErrorView::of_error(err);
@@ -370,6 +374,11 @@ impl Breaker {
     /// (in anyhow's chain too, with the crate's `anyhow` feature). An inner
     /// breaker's `CallError<E>` with any other `E` is an error type: nest it
     /// with `call`, which finds the refusal through any `source()` chain.
+    ///
+    /// In a function returning `anyhow::Result`, pass the error through
+    /// `CallError::into_anyhow` (feature `anyhow`, on by default) before
+    /// `?`: `breaker.call_any(|| fetch()).map_err(CallError::into_anyhow)?`.
+    /// A refusal then downcasts to [`Rejected`].
     ///
     /// ```
     /// use fusebox::{Breaker, CallPath, Classifier, Verdict};
@@ -1400,7 +1409,7 @@ impl<F> Decorated<F> {
     where
         F: Fn(A) -> Result<T, E>,
         T: 'static,
-        E: StdError + 'static,
+        E: IsStdError,
     {
         self.breaker.call(|| (self.f)(arg))
     }

@@ -2,7 +2,10 @@
 //! recorded before the breaker opened, bounded in size. Never the error
 //! value itself, which may hold a connection or a buffer.
 
+use std::error::Error as StdError;
 use std::fmt::{self, Write as _};
+
+use crate::error::CHAIN_LIMIT;
 
 /// The error that opened a breaker, as text: in the opening
 /// [`StateChange::cause`](crate::StateChange::cause), in
@@ -10,7 +13,10 @@ use std::fmt::{self, Write as _};
 /// [`Breaker::last_failure`](crate::Breaker::last_failure), so that a
 /// refused caller can say why (Polly's `BrokenCircuitException` carries it).
 ///
-/// The message is the error's `Display`, cut to
+/// The message is the error's `Display` followed by its sources', joined
+/// by `": "` as anyhow's `{:#}` prints a chain (`call failed: connection
+/// reset`; a source whose message the text already ends with, as an error
+/// that prints its source shows it, is not repeated), cut to
 /// [`MAX_MESSAGE`](Self::MAX_MESSAGE) bytes, with control characters
 /// and invisible formatting characters (bidirectional overrides,
 /// zero-width characters, line separators) replaced by spaces so that it
@@ -77,6 +83,30 @@ impl Note {
         note
     }
 
+    /// The note of an error of type `E`: its message and its sources',
+    /// `a: b: c`. Each error's `Display` should show what happened at its
+    /// level only, but many also print their source (`#[error("{0}")]`
+    /// over a `#[source]`): a source whose message ends the text already
+    /// written is not written again.
+    pub(crate) fn of_error<E>(err: Option<&dyn StdError>) -> Self {
+        let Some(err) = err else {
+            return Note::new::<E>(None);
+        };
+        let mut note = Note::new::<E>(Some(&err));
+        let mut source = err.source();
+        for _ in 1..CHAIN_LIMIT {
+            let Some(e) = source else { break };
+            let message = Note::new::<E>(Some(&e));
+            let (written, next) = (&note.buf[..note.len], &message.buf[..message.len]);
+            if !written.ends_with(next) && note.write_str(": ").is_ok() {
+                // A full buffer cuts the message: the cut is meant.
+                let _ = note.write_str(std::str::from_utf8(next).unwrap_or_default());
+            }
+            source = e.source();
+        }
+        note
+    }
+
     pub(crate) fn cause(&self) -> FailureCause {
         let message = std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default();
         FailureCause {
@@ -111,6 +141,40 @@ impl fmt::Debug for Note {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_message_holds_the_errors_sources_each_once() {
+        let inner = std::io::Error::other("connection reset");
+        let outer = crate::CallError::Failed(inner);
+        let note = Note::of_error::<crate::CallError<std::io::Error>>(Some(&outer));
+        assert_eq!(note.cause().message(), "call failed: connection reset");
+    }
+
+    /// Displays `message` and gives `source` as its source, as
+    /// `#[error("...{0}")]` over a `#[source]` does.
+    #[derive(Debug)]
+    struct Wrapper(&'static str, std::io::Error);
+
+    impl fmt::Display for Wrapper {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "{}{}", self.0, self.1)
+        }
+    }
+
+    impl StdError for Wrapper {
+        fn source(&self) -> Option<&(dyn StdError + 'static)> {
+            Some(&self.1)
+        }
+    }
+
+    #[test]
+    fn a_source_the_error_already_prints_is_not_written_twice() {
+        for prefix in ["", "fetching the curve: "] {
+            let err = Wrapper(prefix, std::io::Error::other("timed out"));
+            let note = Note::of_error::<Wrapper>(Some(&err));
+            assert_eq!(note.cause().message(), format!("{prefix}timed out"));
+        }
+    }
 
     #[test]
     fn a_long_message_is_cut_at_a_character_boundary_and_loses_its_newlines() {

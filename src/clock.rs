@@ -9,7 +9,9 @@
 //! anything fresh, so no other code in the process can make a breaker's time
 //! stale: not by stopping or slowing quanta's upkeep thread (quanta's "recent"
 //! time, which this crate does not read), and not by forking (the child reads
-//! the same clock). The crate starts no thread.
+//! the same clock). No thread keeps a breaker's time: the threads the crate
+//! may start (the notifier, the health-probe watcher; see the crate docs)
+//! read this clock as any caller does.
 //!
 //! By default the clock is `quanta::Clock::new()` (made once per process);
 //! tests inject the clock half of `quanta::Clock::mock()` with

@@ -193,7 +193,87 @@ impl<E> CallError<E> {
             CallError::Failed(e) => CallError::Failed(op(e)),
         }
     }
+
+    /// The error as an `anyhow::Error`, for `?` in a function that returns
+    /// `anyhow::Result`: a refusal becomes the [`Rejected`] itself, a
+    /// failure the dependency's own error, unchanged (its context chain
+    /// included). "Nothing was attempted" stays visible:
+    /// `err.downcast_ref::<Rejected>()` is `Some` for a refusal only.
+    ///
+    /// `?` cannot do this alone for [`call_any`](crate::Breaker::call_any)'s
+    /// `CallError<anyhow::Error>`: anyhow converts every
+    /// `std::error::Error`, and Rust's coherence rules forbid a second
+    /// conversion beside it, because the compiler cannot rule out that
+    /// `anyhow::Error` becomes one. (`CallError<E>` of a `std::error::Error`
+    /// `E`, from [`call`](crate::Breaker::call), converts with `?` already,
+    /// and [`Rejected::in_chain`] finds a refusal in it.)
+    ///
+    /// ```
+    /// use fusebox::{Breaker, CallError, CallPath, Classifier, Rejected};
+    ///
+    /// fn price(breaker: &Breaker) -> anyhow::Result<f64> {
+    ///     let px = breaker
+    ///         .call_any(|| -> anyhow::Result<f64> { anyhow::bail!("vendor down") })
+    ///         .map_err(CallError::into_anyhow)?;
+    ///     Ok(px)
+    /// }
+    ///
+    /// let breaker = Breaker::builder("prices")
+    ///     .call_path(CallPath::ReferenceData)
+    ///     .classifier(Classifier::every_error_is_a_failure())
+    ///     .consecutive_failure_threshold(1)
+    ///     .build()?;
+    /// let failed = price(&breaker).unwrap_err();
+    /// assert!(failed.downcast_ref::<Rejected>().is_none());
+    /// assert_eq!(format!("{failed:#}"), "vendor down");
+    ///
+    /// let refused = price(&breaker).unwrap_err(); // the breaker is open now
+    /// let rejected = refused.downcast_ref::<Rejected>().expect("nothing was attempted");
+    /// assert_eq!(rejected.breaker(), "prices");
+    /// # Ok::<(), fusebox::ConfigError>(())
+    /// ```
+    #[cfg(feature = "anyhow")]
+    pub fn into_anyhow(self) -> anyhow::Error
+    where
+        E: Into<anyhow::Error>,
+    {
+        match self {
+            CallError::Rejected(r) => anyhow::Error::new(r),
+            CallError::Failed(e) => e.into(),
+        }
+    }
 }
+
+/// The error types [`Breaker::call`](crate::Breaker::call) takes: every
+/// `std::error::Error + 'static`, and nothing else.
+///
+/// Implemented for all of them; no type needs to implement it by hand. It
+/// stands in `call`'s bound (and [`Decorated::call`](crate::Decorated::call)'s,
+/// [`Permit::finish`](crate::Permit::finish)'s) in place of
+/// `std::error::Error` only so that a closure returning another error type
+/// (`anyhow::Error`, `Box<dyn Error + Send + Sync>`, `String`) is refused
+/// with a message that names [`call_any`](crate::Breaker::call_any), which
+/// takes those:
+///
+/// ```compile_fail,E0277
+/// # use fusebox::{Breaker, CallPath, Classifier};
+/// # let breaker = Breaker::builder("fx").call_path(CallPath::ReferenceData)
+/// #     .classifier(Classifier::every_error_is_a_failure()).build().unwrap();
+/// // error[E0277]: `anyhow::Error` is not a `std::error::Error`, which `Breaker::call` needs
+/// //   = note: for `anyhow::Error`, `Box<dyn Error + Send + Sync>`, `String` or an enum of
+/// //           your own, use `breaker.call_any(..)` ...
+/// let rate = breaker.call(|| -> anyhow::Result<f64> { Ok(1.0842) });
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a `std::error::Error`, which `Breaker::call` needs",
+    label = "the closure's error type is `{Self}`",
+    note = "for `anyhow::Error`, `Box<dyn Error + Send + Sync>`, `String` or an enum of your own, \
+            use `breaker.call_any(..)` (`Decorated::call_any`, `Permit::finish_any`); \
+            with anyhow, `.map_err(CallError::into_anyhow)?` then returns its error"
+)]
+pub trait IsStdError: StdError + 'static {}
+
+impl<E: StdError + 'static> IsStdError for E {}
 
 /// Says what happened to the call and nothing more: the refusal or the
 /// dependency's error is the [`source`](StdError::source), so that a report

@@ -58,6 +58,56 @@
 //! read an error counts it as a failure. [`Breaker::call_with`] takes a typed
 //! verdict for one call.
 //!
+//! With anyhow, the usual error type of an application, use `call_any`,
+//! and `CallError::into_anyhow` (feature `anyhow`, on by default) to
+//! return its error with `?`; a refusal then downcasts to [`Rejected`]:
+//!
+//! ```
+//! use fusebox::{Breaker, CallError, CallPath, Classifier, Rejected};
+//!
+//! fn sentiment(breaker: &Breaker, symbol: &str) -> anyhow::Result<f64> {
+//!     let score = breaker
+//!         .call_any(|| -> anyhow::Result<f64> {
+//!             anyhow::bail!("vendor timed out scoring {symbol}")
+//!         })
+//!         .map_err(CallError::into_anyhow)?;
+//!     Ok(score)
+//! }
+//!
+//! let breaker = Breaker::builder("sentiment")
+//!     .call_path(CallPath::AltData)
+//!     .classifier(Classifier::every_error_is_a_failure())
+//!     .consecutive_failure_threshold(1)
+//!     .build()?;
+//! let failed = sentiment(&breaker, "AAPL").unwrap_err();
+//! assert!(failed.downcast_ref::<Rejected>().is_none());
+//! let refused = sentiment(&breaker, "AAPL").unwrap_err();
+//! assert!(refused.downcast_ref::<Rejected>().is_some()); // nothing was attempted
+//! # Ok::<(), fusebox::ConfigError>(())
+//! ```
+//!
+//! Every error of the crate says what happened at its own level and gives
+//! the error below as its `source()`, so its `Display` is one line:
+//! [`CallError`] prints "call failed" or "call not attempted". Print the
+//! whole chain to see the cause: `{:#}` of an `anyhow::Error` does, or walk
+//! `source()`:
+//!
+//! ```
+//! use std::error::Error;
+//!
+//! fn chain(err: &dyn Error) -> String {
+//!     let mut text = err.to_string();
+//!     let mut source = err.source();
+//!     while let Some(cause) = source {
+//!         text = format!("{text}: {cause}");
+//!         source = cause.source();
+//!     }
+//!     text
+//! }
+//! let err = fusebox::CallError::Failed(std::io::Error::other("connection reset"));
+//! assert_eq!(chain(&err), "call failed: connection reset");
+//! ```
+//!
 //! For code that is not one closure, [`Breaker::try_acquire`] (or
 //! [`Breaker::try_acquire_owned`], to move the permit to another thread)
 //! returns a permit whose [`finish`](Permit::finish) classifies the call's
@@ -88,7 +138,7 @@
 //! Time comes from `quanta`'s monotonic clock, never the wall clock, and every
 //! decision reads it directly: the end of an open period, the window's
 //! buckets, a probe's expiry and a call's duration. Nothing is cached between
-//! reads and the crate starts no thread, so a breaker keeps time whatever else
+//! reads and no thread keeps the time, so a breaker keeps time whatever else
 //! in the process does to quanta's upkeep thread or its "recent" time
 //! (stopping it, slowing it, forking without it). A direct read costs about
 //! 10 to 20 ns on x86-64 (the time-stamp counter, scaled);
@@ -99,40 +149,72 @@
 //! sleeping.
 //!
 //! `quanta` 0.12 is part of this crate's public API (the builder's `clock`,
-//! [`StateChange::at`]). Every fusebox 0.1 release depends on quanta 0.12;
-//! moving to a later quanta line is a breaking change of fusebox and comes
-//! only in a breaking release. `docs/design.md` says why the clock is not
-//! wrapped.
+//! [`StateChange::at`]), re-exported as [`fusebox::quanta`](crate::quanta)
+//! so that an application names it without a dependency of its own. Every
+//! fusebox 0.1 release depends on quanta 0.12; moving to a later quanta
+//! line is a breaking change of fusebox and comes only in a breaking
+//! release. `docs/design.md` says why the clock is not wrapped.
+//!
+//! # Threads
+//!
+//! A breaker needs no thread: a call, its decision and its bookkeeping run
+//! on the caller's thread. The crate starts threads only for what asks for
+//! them, never more than configuration bounds:
+//!
+//! - the **notifier** (`fusebox-notifier`, one per process), the first time
+//!   a breaker hands it a state change to deliver: a breaker built with
+//!   [`Delivery::Notifier`], or a caller that finds another thread still
+//!   delivering that breaker's changes;
+//! - the **health-probe watcher** (`fusebox-health-probe`, one per process)
+//!   and its short-lived workers (`fusebox-probe`, at most 64 at once), once
+//!   a breaker is built with a [`trading::HealthProbe`];
+//! - a **deadline pool**'s workers ([`isolation`]), an **admin endpoint**'s
+//!   ([`admin`]), a **fleet**'s agent and its subscription listener
+//!   ([`fleet`]), when the application builds one.
 //!
 //! # Features
 //!
+//! docs.rs documents every feature; each item says which one it needs.
+//!
 //! - `http` (default): the `ureq` 3 integration in [`http`]: a classifier for
 //!   ureq errors, a guarded client, and a last-known-good fallback.
+//! - `rustls` (default): HTTPS for `http`, through ureq's rustls with the
+//!   ring provider and Mozilla's roots. Without a TLS feature an `https`
+//!   call fails with an error that names this feature.
+//! - `native-tls`: HTTPS for `http` through the platform's TLS library
+//!   instead (OpenSSL on Linux, which then needs its headers to build);
+//!   select it on the agent, see [`http`].
+//! - `platform-verifier`: rustls checking certificates with the platform's
+//!   verifier and root store; select it on the agent, see [`http`].
+//! - `anyhow` (default): classifiers and the search for inner breakers'
+//!   refusals see inside `anyhow::Error` (its context chain included) in
+//!   [`Breaker::call_any`], and `CallError::into_anyhow` returns a call's
+//!   error with `?`.
 //! - `isolation` (default): [`isolation`]: a bulkhead, a deadline pool for
 //!   calls that cannot time themselves out, and a bounded dead-letter buffer,
-//!   layered around a breaker. No extra dependency; threads are started only
-//!   by a deadline pool a user builds.
+//!   layered around a breaker. No extra dependency.
 //! - `calendar`: recurring deadlines and maintenance windows in a named IANA
 //!   time zone in [`trading`], with `jiff` doing the time-zone arithmetic.
-//! - `anyhow`: classifiers and the search for inner breakers' refusals see
-//!   inside `anyhow::Error` (its context chain included) in
-//!   [`Breaker::call_any`].
 //! - `registry`: [`registry`], named breakers made from named
 //!   templates, with overrides recorded in an audit trail. No dependencies.
 //! - `prometheus`: the registry's metrics on the `prometheus-client` crate,
-//!   read from snapshots at scrape time. `prometheus-client` 0.26 is then
-//!   part of the public API, under the same promise as quanta: every fusebox
-//!   0.1 release stays on 0.26.
+//!   read from snapshots at scrape time ([`prometheus`]). `prometheus-client`
+//!   0.26 is then part of the public API, under the same promise as quanta:
+//!   every fusebox 0.1 release stays on 0.26.
 //! - `serde`: a registry's templates and breakers from TOML, or anything
 //!   serde reads, with durations in the crate's one grammar ([`duration`]),
-//!   in `config_file`; and `Serialize` for [`Snapshot`] and the other
+//!   in [`config_file`]; and `Serialize` for [`Snapshot`] and the other
 //!   snapshots.
 //! - `admin`: a small HTTP endpoint on its own threads, for metrics, JSON
 //!   snapshots, a readiness probe, the audit trail and audited overrides
-//!   behind a bearer token (`admin`).
+//!   behind a bearer token ([`admin`]).
+//! - `redis`: fleet mode ([`fleet`]): breakers of one name in many processes
+//!   share their state through Redis (`rediss://` through rustls and ring).
+//! - `ctl`: the `fusebox-ctl` binary, for operators: a fleet's breakers'
+//!   status, overrides, watch and audit stream, from a shell.
 //!
-// The `http` module exists only with its feature: link to it, or to its
-// published docs when the crate is documented without it.
+// A module that exists only with its feature: link to it, or, when the
+// crate is documented without it, to docs.rs, which documents every feature.
 #![cfg_attr(feature = "http", doc = "[`http`]: crate::http")]
 #![cfg_attr(
     not(feature = "http"),
@@ -148,6 +230,29 @@
     not(feature = "registry"),
     doc = "[`registry`]: https://docs.rs/fusebox/latest/fusebox/registry/"
 )]
+#![cfg_attr(feature = "prometheus", doc = "[`prometheus`]: crate::prometheus")]
+#![cfg_attr(
+    not(feature = "prometheus"),
+    doc = "[`prometheus`]: https://docs.rs/fusebox/latest/fusebox/prometheus/"
+)]
+#![cfg_attr(feature = "serde", doc = "[`config_file`]: crate::config_file")]
+#![cfg_attr(
+    not(feature = "serde"),
+    doc = "[`config_file`]: https://docs.rs/fusebox/latest/fusebox/config_file/"
+)]
+#![cfg_attr(feature = "admin", doc = "[`admin`]: crate::admin")]
+#![cfg_attr(
+    not(feature = "admin"),
+    doc = "[`admin`]: https://docs.rs/fusebox/latest/fusebox/admin/"
+)]
+#![cfg_attr(feature = "redis", doc = "[`fleet`]: crate::fleet")]
+#![cfg_attr(
+    not(feature = "redis"),
+    doc = "[`fleet`]: https://docs.rs/fusebox/latest/fusebox/fleet/"
+)]
+// On docs.rs (`--cfg docsrs`, nightly), each item is marked with the
+// features it needs, read from its `cfg`.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations, unreachable_pub)]
@@ -206,7 +311,7 @@ pub use call_path::CallPath;
 pub use cause::FailureCause;
 pub use classify::{Classifier, ErrorView, ResultClassifier, Verdict};
 pub use config::{BreakerBuilder, BreakerConfig};
-pub use error::{CallError, ConfigError, Rejected};
+pub use error::{CallError, ConfigError, IsStdError, Rejected};
 pub use events::{Delivery, Iter, Reason, StateChange, Subscription, TryIter};
 pub use latency::LatencyTrip;
 pub use permit::{OwnedPermit, Permit};
@@ -214,6 +319,12 @@ pub use policy::{HalfOpenRate, OpenPeriod, OpenPeriodInput, TripPredicate, Windo
 pub use ramp::RampUp;
 pub use snapshot::{Snapshot, Totals};
 pub use state::State;
+
+/// The `quanta` this crate is built on (0.12), whose clock
+/// [`BreakerBuilder::clock`] takes and whose instant [`StateChange::at`]
+/// holds, so that an application (a test with `quanta::Clock::mock()`)
+/// names its types without declaring a dependency on the same version.
+pub use quanta;
 
 /// The gate protocol, for the model checker's test only.
 #[cfg(loom)]

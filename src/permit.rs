@@ -1,14 +1,13 @@
 //! The RAII permits for calls that are not a single closure: one that
 //! borrows its breaker, and one that owns a handle to it.
 
-use std::error::Error as StdError;
 use std::fmt;
 use std::mem::ManuallyDrop;
 
 use crate::cause::Note;
 use crate::classify::ErrorView;
 use crate::machine::Ticket;
-use crate::{Breaker, Verdict};
+use crate::{Breaker, IsStdError, Verdict};
 
 /// Permission to make one call, from [`Breaker::try_acquire`].
 ///
@@ -168,7 +167,7 @@ macro_rules! reporting {
             pub fn finish<T, E>(self, result: &Result<T, E>) -> Verdict
             where
                 T: 'static,
-                E: StdError + 'static,
+                E: IsStdError,
             {
                 match result {
                     Ok(_) if !self.breaker.has_result_classifier() => {
@@ -223,8 +222,7 @@ macro_rules! reporting {
                 if !matches!(verdict, Verdict::Failure | Verdict::Throttled(_)) {
                     return self.record(verdict);
                 }
-                let message = view.as_error().map(|e| e as &dyn fmt::Display);
-                let note = Note::new::<E>(message);
+                let note = Note::of_error::<E>(view.as_error());
                 self.settle_once(verdict, Some(&note));
             }
 

@@ -253,6 +253,27 @@ fn values_that_break_a_rule_name_the_entry_the_field_and_the_rule() {
             "latency_trip.percentile",
             "",
         ),
+        (
+            "count_window = 0",
+            "count_window",
+            "must be between 1 and 1000000",
+        ),
+        (
+            "closed_interval = \"0s\"",
+            "closed_interval",
+            "must be at least 1 ms",
+        ),
+        (
+            "half_open_rate = { probes = 0, failure_rate_threshold = 0.5 }",
+            "half_open_rate",
+            "must judge at least 1 probe",
+        ),
+        (
+            "half_open_rate = { probes = 4, failure_rate_threshold = 0.5 }\n\
+             half_open_max_probes = 3",
+            "half_open_max_probes",
+            "or the breaker could never close",
+        ),
     ] {
         let err = template_line(line);
         says(&err, &["template `t`", field, rule]);
@@ -269,6 +290,73 @@ fn values_that_break_a_rule_name_the_entry_the_field_and_the_rule() {
         ],
     );
     assert_eq!(err.field(), Some("max_open_duration"));
+}
+
+#[test]
+fn every_setting_that_is_a_value_can_be_given_by_its_name() {
+    let registry = loader()
+        .load_toml(
+            r#"
+            [templates.t]
+            call_path = "alt_data"
+            classifier = "transport"
+            consecutive_failure_threshold = "off"
+            failure_rate_threshold = "off"
+            window_failure_threshold = 2
+            minimum_calls = 1
+            count_window = 3
+            closed_interval = "1h"
+            half_open_max_probes = 4
+            half_open_rate = { probes = 2, failure_rate_threshold = 0.5 }
+            count_calls_in_flight = true
+            delivery = "notifier"
+
+            [breakers.b]
+            template = "t"
+            "#,
+        )
+        .unwrap();
+    let b = registry.get("b").unwrap();
+    // count_calls_in_flight: the snapshot counts a call admitted and not
+    // yet reported.
+    let permit = b.try_acquire().unwrap();
+    assert_eq!(b.snapshot().calls_in_flight, Some(1));
+    permit.success();
+    // count_window: two failures among the last three calls open it, old
+    // as they are.
+    let down = || Err::<(), _>(std::io::Error::other("down"));
+    let _ = b.call(down);
+    let _ = b.call(|| Ok::<_, std::io::Error>(()));
+    let _ = b.call(down);
+    assert_eq!(b.state(), State::Open);
+
+    // delivery: the process's notifier thread runs the callback.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let watched = registry
+        .template("t")
+        .unwrap()
+        .to_builder("watched")
+        .on_state_change(move |_| {
+            let _ = tx.send(std::thread::current().name().map(str::to_owned));
+        })
+        .build()
+        .unwrap();
+    watched.force_open("ops", "a test");
+    let thread = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(thread.as_deref(), Some("fusebox-notifier"));
+}
+
+#[test]
+fn delivery_is_caller_or_notifier() {
+    says(
+        &template_line("delivery = \"later\""),
+        &[
+            "delivery",
+            "unknown variant `later`",
+            "`caller`",
+            "`notifier`",
+        ],
+    );
 }
 
 #[test]

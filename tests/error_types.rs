@@ -407,6 +407,57 @@ mod anyhow_chain {
         outer_untouched(&outer, 1);
     }
 
+    /// A call through `breaker` in a function that returns `anyhow::Result`.
+    fn curve(breaker: &Breaker, fail: bool) -> anyhow::Result<u32> {
+        use anyhow::Context as _;
+        let n = breaker
+            .call_any(|| -> anyhow::Result<u32> {
+                if fail {
+                    Err(anyhow::Error::new(timed_out()).context("reading the curve"))
+                } else {
+                    Ok(1)
+                }
+            })
+            .map_err(CallError::into_anyhow)
+            .context("loading the curve")?;
+        Ok(n)
+    }
+
+    #[test]
+    fn into_anyhow_lets_a_refusal_be_told_apart_after_question_mark_and_context() {
+        let b = with(timeouts(), 1);
+        let failed = curve(&b, true).unwrap_err();
+        assert!(failed.downcast_ref::<Rejected>().is_none());
+        assert!(
+            failed.downcast_ref::<io::Error>().is_some(),
+            "the cause kept"
+        );
+        assert_eq!(
+            format!("{failed:#}"),
+            "loading the curve: reading the curve: timed out"
+        );
+
+        let refused = curve(&b, false).unwrap_err();
+        let rejected = refused
+            .downcast_ref::<Rejected>()
+            .expect("nothing was attempted");
+        assert_eq!(rejected.state(), State::Open);
+        let text = format!("{refused:#}");
+        assert!(
+            text.starts_with("loading the curve: breaker `vendor` is open"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn an_inner_refusal_returned_by_into_anyhow_does_not_trip_the_outer_breaker() {
+        let (inner, outer) = nested();
+        for _ in 0..3 {
+            outer.call_any(|| curve(&inner, false)).unwrap_err();
+        }
+        outer_untouched(&outer, 3);
+    }
+
     #[test]
     fn an_inner_refusal_of_an_anyhow_breaker_does_not_trip_the_outer_breaker() {
         let (inner, outer) = nested();

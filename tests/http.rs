@@ -304,6 +304,18 @@ fn refused_connections_count_as_failures_and_open_the_breaker() {
         last_reason(&client),
         Reason::ConsecutiveFailures { count: 2 }
     );
+    // What opened it, with the transport error's chain: a refused caller
+    // can say why.
+    let cause = client
+        .breaker()
+        .last_failure()
+        .expect("the failure that opened it");
+    assert!(
+        cause
+            .message()
+            .starts_with("transport failed: io: Connection refused"),
+        "{cause}"
+    );
 }
 
 #[test]
@@ -924,6 +936,8 @@ fn the_classifier_follows_the_documented_table() {
             Verdict::Ignore,
         ),
         (ureq::Error::InvalidProxyUrl, Verdict::Ignore),
+        // No TLS for an https URL: no call on the agent can work.
+        (ureq::Error::TlsRequired, Verdict::Failure),
     ];
     for (err, want) in cases {
         assert_eq!(c.verdict(&err), want, "{err:?}");
@@ -932,6 +946,7 @@ fn the_classifier_follows_the_documented_table() {
         let wrapped = Error::Transport(err);
         assert_eq!(c.verdict(&wrapped), want, "wrapped {desc}");
     }
+    assert_eq!(c.verdict(&Error::NoTls), Verdict::Failure);
     let through_io = io::Error::other(ureq::Error::Timeout(ureq::Timeout::RecvBody));
     assert_eq!(c.verdict(&through_io), Verdict::Failure);
     // A bare io::Error: the kinds the documentation lists, and no other.

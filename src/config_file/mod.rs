@@ -1,14 +1,20 @@
 //! A registry's templates and breakers from a configuration file: TOML, or
 //! anything serde reads.
 //!
-//! Every setting of [`BreakerBuilder`] can be given by
-//! its name, durations as text in the crate's one grammar
-//! ([`crate::duration`]: `"250ms"`, `"4.1s"`, `"1m30s"`, `"1h 30m"`,
-//! `"PT30S"`), and a setting that can be off as `"off"`. A classifier is code, so the file names one
-//! that the application hands to the [`Loader`]. Unknown fields are an
-//! error, and every value is checked by the same `build()` as in code; an
-//! error names the template or breaker, the field and the rule, and a file
-//! with any error adds nothing to the registry.
+//! Every setting of [`BreakerBuilder`] that is a value can be given by its
+//! name, durations as text in the crate's one grammar ([`crate::duration`]:
+//! `"250ms"`, `"4.1s"`, `"1m30s"`, `"1h 30m"`, `"PT30S"`), a setting that
+//! can be off as `"off"`, [`delivery`](BreakerBuilder::delivery) as
+//! `"caller"` or `"notifier"`, [`half_open_rate`](BreakerBuilder::half_open_rate)
+//! as a table `{ probes = 10, failure_rate_threshold = 0.5 }`. The settings
+//! that are code are not in a file: a classifier is named, and the
+//! application hands it to the [`Loader`] under that name;
+//! `result_classifier`, `trip_predicate`, `open_period`, `on_state_change`,
+//! `health_probe` and the clocks are set in code (on a template's
+//! [`BreakerConfig`] builder, or the loader's `clock` and `wall_clock`).
+//! Unknown fields are an error, and every value is checked by the same
+//! `build()` as in code; an error names the template or breaker, the field
+//! and the rule, and a file with any error adds nothing to the registry.
 //!
 //! ```
 //! use fusebox::config_file::Loader;
@@ -58,7 +64,10 @@ pub use error::FileError;
 
 use crate::registry::{Registry, RegistryError};
 use crate::trading::WallClock;
-use crate::{BreakerBuilder, BreakerConfig, CallPath, Classifier, ConfigError, LatencyTrip};
+use crate::{
+    BreakerBuilder, BreakerConfig, CallPath, Classifier, ConfigError, Delivery, HalfOpenRate,
+    LatencyTrip,
+};
 use duration::{Human, OrOff};
 
 /// A configuration file's contents, as serde reads them.
@@ -102,6 +111,12 @@ struct Settings {
     max_probe_duration: Option<Human>,
     flapping_trips: Option<OrOff<u32>>,
     flapping_window: Option<Human>,
+    count_window: Option<OrOff<u32>>,
+    closed_interval: Option<OrOff<Human>>,
+    half_open_max_probes: Option<OrOff<u32>>,
+    half_open_rate: Option<Rate>,
+    count_calls_in_flight: Option<bool>,
+    delivery: Option<DeliveryName>,
     ramp_up: Option<trading::Ramp>,
     /// Added to the template's windows, if any.
     maintenance_window: Option<Vec<trading::Window>>,
@@ -109,6 +124,22 @@ struct Settings {
     /// Added to the template's deadlines, if any.
     deadlines: Option<Vec<trading::Deadline>>,
     probe_lead: Option<Human>,
+}
+
+/// `half_open_rate`: a round of probes judged by their failure rate.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Rate {
+    probes: u32,
+    failure_rate_threshold: f64,
+}
+
+/// `delivery`, by name.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum DeliveryName {
+    Caller,
+    Notifier,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -360,6 +391,30 @@ impl Loader {
         if let Some(Human(d)) = s.flapping_window {
             b = b.flapping_window(d);
         }
+        if let Some(v) = s.count_window {
+            b = b.count_window(v.into_option());
+        }
+        if let Some(v) = s.closed_interval {
+            b = b.closed_interval(v.into_option().map(|h| h.0));
+        }
+        if let Some(v) = s.half_open_max_probes {
+            b = b.half_open_max_probes(v.into_option());
+        }
+        if let Some(r) = s.half_open_rate {
+            b = b.half_open_rate(HalfOpenRate {
+                probes: r.probes,
+                failure_rate_threshold: r.failure_rate_threshold,
+            });
+        }
+        if let Some(yes) = s.count_calls_in_flight {
+            b = b.count_calls_in_flight(yes);
+        }
+        if let Some(d) = s.delivery {
+            b = b.delivery(match d {
+                DeliveryName::Caller => Delivery::Caller,
+                DeliveryName::Notifier => Delivery::Notifier,
+            });
+        }
         let config = |source| FileError::Config {
             entry: entry.to_owned(),
             source,
@@ -410,6 +465,12 @@ impl Settings {
             max_probe_duration,
             flapping_trips,
             flapping_window,
+            count_window,
+            closed_interval,
+            half_open_max_probes,
+            half_open_rate,
+            count_calls_in_flight,
+            delivery,
             ramp_up,
             maintenance_window,
             short_circuit_in_maintenance,
@@ -436,6 +497,12 @@ impl Settings {
             || max_probe_duration.is_some()
             || flapping_trips.is_some()
             || flapping_window.is_some()
+            || count_window.is_some()
+            || closed_interval.is_some()
+            || half_open_max_probes.is_some()
+            || half_open_rate.is_some()
+            || count_calls_in_flight.is_some()
+            || delivery.is_some()
             || ramp_up.is_some()
             || maintenance_window.is_some()
             || short_circuit_in_maintenance.is_some()

@@ -39,6 +39,7 @@ pub enum TooManyRequests {
 /// | socket error (`Error::Io`): connection refused, reset, aborted, EOF | failure |
 /// | DNS failure (`Error::HostNotFound`) | failure |
 /// | TLS handshake failure (`Error::Tls`, `Rustls`, `NativeTls`, or `Io` from the TLS stream) | failure |
+/// | no TLS for an `https` URL ([`Error::NoTls`], `Error::TlsRequired`): the agent cannot make any such call | failure |
 /// | broken HTTP (`Error::Protocol`), corrupt body (`Decompress`), redirect loop, proxy `CONNECT` failure, `ConnectionFailed`, `Other` | failure |
 /// | bad URI or header, `https_only` violated, invalid proxy URL, POST redirect refused | ignored: the request was wrong |
 /// | body or header over the caller's size limit (`BodyExceedsLimit`, `LargeResponseHeader`) | ignored: a limit the caller chose |
@@ -155,6 +156,10 @@ impl HttpClassifier {
                 self.verdict_for_status(response.status().as_u16(), wait)
             }
             Error::Transport(e) => self.verdict_for_ureq(e),
+            // Every https call on this agent fails the same way until the
+            // process is rebuilt: to the caller the vendor is unavailable,
+            // and the breaker opening is how the process is told.
+            Error::NoTls => Verdict::Failure,
         }
     }
 
@@ -173,14 +178,15 @@ impl HttpClassifier {
             | U::Tls(_)
             | U::ConnectProxyFailed(_)
             | U::Other(_) => Verdict::Failure,
+            // No TLS for an https URL: every such call fails, see `Error::NoTls`.
+            U::TlsRequired => Verdict::Failure,
             U::Http(_)
             | U::BadUri(_)
             | U::RedirectFailed
             | U::InvalidProxyUrl
             | U::BodyExceedsLimit(_)
             | U::RequireHttpsOnly(_)
-            | U::LargeResponseHeader(..)
-            | U::TlsRequired => Verdict::Ignore,
+            | U::LargeResponseHeader(..) => Verdict::Ignore,
             // The rest exist only with some of ureq's features, which this
             // crate does not turn on but the application may: they cannot be
             // named in a pattern here, so they are told apart by name.

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use ureq::config::Config;
 use ureq::http::{self, Uri};
+#[cfg(any(feature = "rustls", feature = "native-tls"))]
+use ureq::tls::{RootCerts, TlsConfig, TlsProvider};
 use ureq::typestate::{WithBody, WithoutBody};
 use ureq::{Agent, AsSendBody, Body, RequestBuilder};
 
@@ -92,6 +94,12 @@ impl GuardedClient {
     /// - [`AgentError::SlowCallNeverFires`] when the breaker's
     ///   `slow_call_duration` is longer than the agent's timeout: no call
     ///   could ever succeed that slowly.
+    /// - [`AgentError::TlsNotBuilt`] when the agent's TLS configuration
+    ///   selects a TLS stack or verifier this build of fusebox leaves out
+    ///   (native-tls without the `native-tls` feature, say), on which ureq
+    ///   would panic at the first `https` request. An agent on a build with
+    ///   no TLS at all is accepted (it may call `http` URLs only); an
+    ///   `https` call on it fails with [`Error::NoTls`].
     pub fn new(agent: Agent, breaker: Breaker) -> Result<Self, AgentError> {
         let config = agent.config();
         let Some(bound) = call_bound(config) else {
@@ -99,6 +107,12 @@ impl GuardedClient {
         };
         if config.http_status_as_error() {
             return Err(AgentError::StatusAsError);
+        }
+        // With no TLS built, ureq has no TLS settings to get wrong: an
+        // https call fails with `Error::NoTls`.
+        #[cfg(any(feature = "rustls", feature = "native-tls"))]
+        if let Some(missing) = TlsBuilt::THIS.missing(config.tls_config()) {
+            return Err(missing);
         }
         let (max_probe_duration, slow_call_duration) = breaker.probe_and_slow_call_durations();
         if max_probe_duration < bound {
@@ -235,13 +249,11 @@ impl GuardedClient {
                 return Ok(response);
             }
             Ok(response) => Error::Status(Box::new(response)),
-            Err(e) => Error::Transport(e),
+            Err(e) => Error::from_ureq(e),
         };
-        let verdict = self
-            .breaker
-            .classifier()
-            .classify_view(crate::ErrorView::of_error(&error));
-        permit.record(verdict);
+        let view = crate::ErrorView::of_error(&error);
+        let verdict = self.breaker.classifier().classify_view(view);
+        permit.record_failed::<Error>(verdict, view);
         Err(Failure {
             error: CallError::Failed(error),
             verdict,
@@ -281,6 +293,43 @@ fn call_bound(config: &Config) -> Option<Duration> {
     let per_exchange = [t.per_call, phases].into_iter().flatten().min();
     let whole = per_exchange.map(|d| d.saturating_mul(exchanges));
     [t.global, whole].into_iter().flatten().min()
+}
+
+/// The TLS pieces of ureq that this build of fusebox turns on, through its
+/// features `rustls`, `native-tls` and `platform-verifier`.
+#[cfg(any(feature = "rustls", feature = "native-tls"))]
+#[derive(Clone, Copy, Debug)]
+struct TlsBuilt {
+    rustls: bool,
+    native_tls: bool,
+    platform_verifier: bool,
+}
+
+#[cfg(any(feature = "rustls", feature = "native-tls"))]
+impl TlsBuilt {
+    const THIS: TlsBuilt = TlsBuilt {
+        rustls: cfg!(feature = "rustls"),
+        native_tls: cfg!(feature = "native-tls"),
+        platform_verifier: cfg!(feature = "platform-verifier"),
+    };
+
+    /// What `tls` selects that is not built: with some TLS stack built,
+    /// ureq checks at the first `https` request that the selected one is,
+    /// and panics if not.
+    fn missing(self, tls: &TlsConfig) -> Option<AgentError> {
+        let (selected, feature) = match tls.provider() {
+            TlsProvider::Rustls if !self.rustls => ("rustls", "rustls"),
+            TlsProvider::Rustls
+                if matches!(tls.root_certs(), RootCerts::PlatformVerifier)
+                    && !self.platform_verifier =>
+            {
+                ("the platform verifier", "platform-verifier")
+            }
+            TlsProvider::NativeTls if !self.native_tls => ("native-tls", "native-tls"),
+            _ => return None,
+        };
+        Some(AgentError::TlsNotBuilt { selected, feature })
+    }
 }
 
 fn read_body(response: http::Response<Body>, limit: u64) -> Result<Response, ureq::Error> {
@@ -459,5 +508,70 @@ impl<B> fmt::Debug for GuardedRequest<'_, B> {
             .field("method", &self.request.method_ref())
             .field("uri", &self.request.uri_ref())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, any(feature = "rustls", feature = "native-tls")))]
+mod tests {
+    use super::*;
+
+    const RUSTLS: TlsBuilt = TlsBuilt {
+        rustls: true,
+        native_tls: false,
+        platform_verifier: false,
+    };
+    const NATIVE: TlsBuilt = TlsBuilt {
+        rustls: false,
+        native_tls: true,
+        platform_verifier: false,
+    };
+
+    fn tls(provider: TlsProvider, roots: RootCerts) -> TlsConfig {
+        TlsConfig::builder()
+            .provider(provider)
+            .root_certs(roots)
+            .build()
+    }
+
+    fn feature(err: Option<AgentError>) -> Option<&'static str> {
+        match err? {
+            AgentError::TlsNotBuilt { feature, .. } => Some(feature),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_tls_stack_the_build_leaves_out_names_the_feature_that_builds_it() {
+        let default = TlsConfig::default();
+        let native = tls(TlsProvider::NativeTls, RootCerts::WebPki);
+        let platform = tls(TlsProvider::Rustls, RootCerts::PlatformVerifier);
+        assert_eq!(feature(RUSTLS.missing(&default)), None);
+        assert_eq!(feature(RUSTLS.missing(&native)), Some("native-tls"));
+        assert_eq!(
+            feature(RUSTLS.missing(&platform)),
+            Some("platform-verifier")
+        );
+        assert_eq!(feature(NATIVE.missing(&default)), Some("rustls"));
+        assert_eq!(feature(NATIVE.missing(&native)), None);
+        // native-tls reads the platform's roots itself.
+        let native_platform = tls(TlsProvider::NativeTls, RootCerts::PlatformVerifier);
+        assert_eq!(feature(NATIVE.missing(&native_platform)), None);
+        let verifier = TlsBuilt {
+            platform_verifier: true,
+            ..RUSTLS
+        };
+        assert_eq!(feature(verifier.missing(&platform)), None);
+    }
+
+    #[test]
+    fn the_message_names_the_feature() {
+        let err = RUSTLS
+            .missing(&tls(TlsProvider::NativeTls, RootCerts::WebPki))
+            .unwrap();
+        assert!(
+            err.to_string()
+                .ends_with("turn on fusebox's `native-tls` feature"),
+            "{err}"
+        );
     }
 }

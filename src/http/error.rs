@@ -24,6 +24,16 @@ pub enum Error {
     /// fired, the name did not resolve, TLS failed, or the vendor spoke
     /// broken HTTP. ureq's own error, unchanged.
     Transport(ureq::Error),
+    /// The URL is `https` and the agent has no TLS: this build of ureq
+    /// holds no TLS stack (fusebox built with `default-features = false`
+    /// and none of its features `rustls` or `native-tls`), or the agent's
+    /// own connector chain has no TLS connector. Nothing reached the
+    /// vendor, and no call on this agent to an `https` URL can: the message
+    /// names the fix. ureq reports it as `ureq::Error::TlsRequired`.
+    ///
+    /// It counts as a failure (`docs/http.md` says why), so the breaker
+    /// opens and says so rather than stay closed while every call fails.
+    NoTls,
 }
 
 impl Error {
@@ -32,7 +42,7 @@ impl Error {
         match self {
             Error::Status(response) => Some(response.status().as_u16()),
             Error::Transport(ureq::Error::StatusCode(code)) => Some(*code),
-            Error::Transport(_) => None,
+            Error::Transport(_) | Error::NoTls => None,
         }
     }
 
@@ -40,7 +50,15 @@ impl Error {
     pub fn response(&self) -> Option<&Response> {
         match self {
             Error::Status(response) => Some(response),
-            Error::Transport(_) => None,
+            Error::Transport(_) | Error::NoTls => None,
+        }
+    }
+
+    /// ureq's error for a request that got no complete answer.
+    pub(super) fn from_ureq(e: ureq::Error) -> Self {
+        match e {
+            ureq::Error::TlsRequired => Error::NoTls,
+            e => Error::Transport(e),
         }
     }
 }
@@ -51,6 +69,7 @@ impl fmt::Display for Error {
             Error::Status(response) => write!(f, "http status {}", response.status().as_u16()),
             // ureq's error is the source, so a chain prints it once.
             Error::Transport(_) => f.write_str("transport failed"),
+            Error::NoTls => f.write_str(NO_TLS),
         }
     }
 }
@@ -58,11 +77,17 @@ impl fmt::Display for Error {
 impl StdError for Error {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         match self {
-            Error::Status(_) => None,
+            Error::Status(_) | Error::NoTls => None,
             Error::Transport(e) => Some(e),
         }
     }
 }
+
+/// What an `https` call on an agent without TLS says, fix included.
+/// At most `FailureCause::MAX_MESSAGE` bytes, so that it is kept whole.
+const NO_TLS: &str = "no TLS for an https URL: build fusebox with its `rustls` feature (a default \
+     feature, off under `default-features = false`) or `native-tls`, or give the agent's own \
+     connector chain a TLS connector";
 
 /// Why [`GuardedClient::new`](super::GuardedClient::new) refused an agent,
 /// or an agent and a breaker whose settings do not fit together.
@@ -122,5 +147,21 @@ pub enum AgentError {
         slow_call_duration: Duration,
         /// The longest a call on the agent can take.
         timeout: Duration,
+    },
+    /// The agent's TLS configuration selects a TLS stack or verifier that
+    /// this build of fusebox leaves out: ureq would panic at the first
+    /// `https` request, on the calling thread. fusebox's features
+    /// `rustls`, `native-tls` and `platform-verifier` decide which of
+    /// ureq's are built.
+    #[error(
+        "the agent's TLS config selects {selected}, which this build of fusebox leaves out \
+         (ureq would panic at the first https request): turn on fusebox's `{feature}` feature"
+    )]
+    TlsNotBuilt {
+        /// What the agent selects: `"rustls"`, `"native-tls"` or `"the
+        /// platform verifier"`.
+        selected: &'static str,
+        /// The fusebox feature that builds it.
+        feature: &'static str,
     },
 }

@@ -17,9 +17,19 @@
 //!   whether it is fresh, how old it is, and why ([`StaleReason`]).
 //!
 //! The [`ureq`] it is built on is re-exported here: an application needs no
-//! dependency of its own on ureq unless it turns on ureq features (a TLS
-//! stack), and then adds `ureq = { version = "3.1", features = ["rustls"] }`
-//! to its `Cargo.toml`.
+//! dependency of its own on ureq.
+//!
+//! # HTTPS
+//!
+//! The default features speak HTTPS: fusebox's `rustls` feature builds
+//! ureq's rustls with the ring provider and Mozilla's roots. The features
+//! `native-tls` (the platform's TLS library) and `platform-verifier`
+//! (rustls with the platform's verifier and roots) build the others; the
+//! agent selects one with its `TlsConfig` (`docs/http.md` has the table).
+//! [`GuardedClient::new`] refuses an agent that selects one the build
+//! leaves out ([`AgentError::TlsNotBuilt`]), on which ureq would panic;
+//! on a build with no TLS at all, an `https` call fails with
+//! [`Error::NoTls`], whose message names the fix, and counts as a failure.
 //!
 //! ```no_run
 //! use fusebox::http::{ureq, GuardedClient, LastKnownGood};

@@ -1,6 +1,8 @@
 //! A small real HTTP/1.1 server on 127.0.0.1 for tests: it answers every
 //! request with the current [`Reply`], counts what it received, and can be
 //! stopped (connections are then refused) and restarted on the same port.
+//! [`HttpServer::start_tls`] starts the same server behind TLS (rustls,
+//! ring), with a certificate the test made.
 //!
 //! Use it from a test file with
 //! `#[path = "support/http_server.rs"] mod http_server;`.
@@ -13,6 +15,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::{ServerConfig, ServerConnection, StreamOwned};
 
 /// What the server does with each request.
 #[derive(Clone, Debug)]
@@ -112,6 +118,8 @@ struct Shared {
     seen: Mutex<Vec<String>>,
     arrived: Condvar,
     stopped: AtomicBool,
+    /// Set for a server behind TLS.
+    tls: Option<Arc<ServerConfig>>,
 }
 
 /// The server. Stops when dropped.
@@ -124,6 +132,28 @@ pub struct HttpServer {
 impl HttpServer {
     /// Starts on a free loopback port, answering `200 OK` with `ok`.
     pub fn start() -> HttpServer {
+        HttpServer::start_with(None)
+    }
+
+    /// Starts behind TLS with this certificate chain and key (PEM), as
+    /// [`start`](Self::start) otherwise. Its [`url`](Self::url)s are
+    /// `https://`.
+    pub fn start_tls(cert_chain_pem: &[u8], key_pem: &[u8]) -> HttpServer {
+        let chain = CertificateDer::pem_slice_iter(cert_chain_pem)
+            .collect::<Result<Vec<_>, _>>()
+            .expect("a PEM certificate chain");
+        let key = PrivateKeyDer::from_pem_slice(key_pem).expect("a PEM private key");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .expect("the certificate and its key");
+        HttpServer::start_with(Some(Arc::new(config)))
+    }
+
+    fn start_with(tls: Option<Arc<ServerConfig>>) -> HttpServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
         let server = HttpServer {
             addr: listener.local_addr().unwrap(),
@@ -132,6 +162,7 @@ impl HttpServer {
                 seen: Mutex::new(Vec::new()),
                 arrived: Condvar::new(),
                 stopped: AtomicBool::new(false),
+                tls,
             }),
             accept: Mutex::new(None),
         };
@@ -139,9 +170,14 @@ impl HttpServer {
         server
     }
 
-    /// `http://127.0.0.1:PORT{path}`.
+    /// `http://127.0.0.1:PORT{path}`, `https://` behind TLS.
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
+        let scheme = if self.shared.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}{path}", self.addr)
     }
 
     /// Answers later requests with `reply`.
@@ -215,8 +251,63 @@ impl Drop for HttpServer {
     }
 }
 
-fn handle(mut stream: TcpStream, shared: &Shared) -> io::Result<()> {
+/// A connection, plain or behind TLS.
+enum Conn {
+    Plain(TcpStream),
+    Tls(Box<StreamOwned<ServerConnection, TcpStream>>),
+}
+
+impl Conn {
+    /// Ends the answer: TLS's close_notify, then the end of the stream.
+    fn close(&mut self) {
+        let tcp = match self {
+            Conn::Plain(tcp) => tcp,
+            Conn::Tls(tls) => {
+                tls.conn.send_close_notify();
+                let _ = tls.flush();
+                &mut tls.sock
+            }
+        };
+        let _ = tcp.shutdown(Shutdown::Write);
+    }
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Conn::Plain(s) => s.read(buf),
+            Conn::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Conn::Plain(s) => s.write(buf),
+            Conn::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Conn::Plain(s) => s.flush(),
+            Conn::Tls(s) => s.flush(),
+        }
+    }
+}
+
+fn handle(stream: TcpStream, shared: &Shared) -> io::Result<()> {
+    // Reads time out so that a stopped server is noticed; the TLS
+    // handshake happens on the first read and resumes after a timeout.
     stream.set_read_timeout(Some(Duration::from_millis(20)))?;
+    let mut stream = match &shared.tls {
+        None => Conn::Plain(stream),
+        Some(config) => {
+            let conn = ServerConnection::new(Arc::clone(config)).map_err(io::Error::other)?;
+            Conn::Tls(Box::new(StreamOwned::new(conn, stream)))
+        }
+    };
     let Some(line) = read_request(&mut stream, &shared.stopped)? else {
         return Ok(());
     };
@@ -259,13 +350,13 @@ fn handle(mut stream: TcpStream, shared: &Shared) -> io::Result<()> {
     stream.write_all(head.as_bytes())?;
     stream.write_all(&reply.body)?;
     stream.flush()?;
-    let _ = stream.shutdown(Shutdown::Write);
+    stream.close();
     Ok(())
 }
 
 /// Reads one request (head and any `Content-Length` body) and returns its
 /// request line; `None` if the client left first or the server stopped.
-fn read_request(stream: &mut TcpStream, stopped: &AtomicBool) -> io::Result<Option<String>> {
+fn read_request(stream: &mut Conn, stopped: &AtomicBool) -> io::Result<Option<String>> {
     let mut data = Vec::new();
     let mut buf = [0u8; 4096];
     let head_end = loop {
