@@ -277,6 +277,7 @@ mod events;
 #[cfg(feature = "redis")]
 pub mod fleet;
 mod gate;
+mod histogram;
 #[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "isolation")]
@@ -317,7 +318,8 @@ pub use latency::LatencyTrip;
 pub use permit::{OwnedPermit, Permit};
 pub use policy::{HalfOpenRate, OpenPeriod, OpenPeriodInput, TripPredicate, WindowCounts};
 pub use ramp::RampUp;
-pub use snapshot::{Snapshot, Totals};
+pub use histogram::CallDurations;
+pub use snapshot::{ProbeTotals, Snapshot, StateTimes, Totals};
 pub use state::State;
 
 /// The `quanta` this crate is built on (0.12), whose clock

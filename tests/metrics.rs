@@ -126,6 +126,40 @@ fn check_breaker(expo: &Exposition, snap: &Snapshot, call_path: &str) {
     );
     assert_eq!(sample(expo, "fusebox_breaker_trips", &l), snap.trips as f64);
     assert_eq!(
+        sample(expo, "fusebox_breaker_reopens", &l),
+        snap.reopens as f64
+    );
+    let p = &snap.probes;
+    for (outcome, n) in [
+        ("success", p.successes),
+        ("failure", p.failures),
+        ("expired", p.expired),
+        ("ignored", p.ignored),
+    ] {
+        assert_eq!(
+            sample(expo, "fusebox_breaker_probes", &with("outcome", outcome)),
+            n as f64
+        );
+    }
+    for state in [
+        State::Closed,
+        State::Open,
+        State::HalfOpen,
+        State::ForcedOpen,
+        State::ForcedClosed,
+    ] {
+        assert_eq!(
+            sample(
+                expo,
+                "fusebox_breaker_state_seconds",
+                &with("state", state.as_str())
+            ),
+            snap.state_times.get(state).as_secs_f64(),
+            "{} {state}",
+            snap.name
+        );
+    }
+    assert_eq!(
         sample(expo, "fusebox_breaker_probes_in_flight", &l),
         f64::from(snap.probes_in_flight)
     );
@@ -239,6 +273,43 @@ fn the_scrape_parses_and_matches_every_snapshot() {
         snaps[3].latency_percentile.unwrap().as_secs_f64()
     );
     assert_eq!(&*snaps[3].name, "ratings");
+    // news tripped at once and has been open for 4.5 s since, one outage.
+    assert_eq!(
+        sample(
+            &expo,
+            "fusebox_breaker_state_seconds",
+            &[
+                news_labels[0],
+                news_labels[1],
+                ("state", "open")
+            ]
+        ),
+        4.5
+    );
+    assert_eq!(sample(&expo, "fusebox_breaker_trips", &news_labels), 1.0);
+    assert_eq!(sample(&expo, "fusebox_breaker_reopens", &news_labels), 0.0);
+    // ratings times its calls: 300 ms and 200 ms, in the histogram.
+    let durations = &expo.families["fusebox_breaker_call_duration_seconds"];
+    assert_eq!(durations.iter_samples().count(), 1, "only ratings");
+    let h = durations
+        .iter_samples()
+        .find_map(|s| match &s.value {
+            OpenMetricsValue::Histogram(h) => Some(h.clone()),
+            _ => None,
+        })
+        .expect("a histogram");
+    assert_eq!(h.count, Some(2));
+    assert_eq!(h.sum.map(|n| n.as_f64()), Some(0.5));
+    let le = |bound: f64| {
+        h.buckets
+            .iter()
+            .find(|b| b.upper_bound == bound)
+            .map(|b| b.count.as_f64())
+    };
+    assert_eq!(
+        (le(0.1), le(0.25), le(0.5), le(f64::INFINITY)),
+        (Some(0.0), Some(1.0), Some(2.0), Some(2.0))
+    );
     let held_labels = [("breaker", "held"), ("call_path", "alt_data")];
     assert_eq!(sample(&expo, "fusebox_breaker_state", &held_labels), 4.0);
     assert_eq!(
@@ -262,6 +333,7 @@ fn the_scrape_parses_and_matches_every_snapshot() {
 fn the_families_follow_prometheus_naming() {
     let (registry, _mock) = registry();
     registry.breaker("news", "vendor").unwrap();
+    registry.breaker("ratings", "timed").unwrap();
     let expo = scrape(&registry);
     for (name, family) in &expo.families {
         assert!(name.starts_with("fusebox_breaker_"), "{name}");
@@ -271,6 +343,7 @@ fn the_families_follow_prometheus_naming() {
                 assert!(text.contains(&format!("{name}_total{{")), "{name}");
             }
             OpenMetricsType::Gauge => {}
+            OpenMetricsType::Histogram => assert!(name.ends_with("_seconds"), "{name}"),
             ref other => panic!("{name} is a {other:?}"),
         }
         if !family.unit.is_empty() {
@@ -283,7 +356,8 @@ fn the_families_follow_prometheus_naming() {
     );
 }
 
-/// How many series `breaker` writes.
+/// How many series `breaker` writes: a histogram writes one per bucket
+/// (`+Inf` included), `_sum` and `_count`.
 fn series_of(expo: &Exposition, breaker: &str) -> usize {
     expo.families
         .values()
@@ -292,7 +366,11 @@ fn series_of(expo: &Exposition, breaker: &str) -> usize {
             s.get_labelset()
                 .is_ok_and(|set| set.get_label_value("breaker") == Some(breaker))
         })
-        .count()
+        .map(|s| match &s.value {
+            OpenMetricsValue::Histogram(h) => h.buckets.len() + 2,
+            _ => 1,
+        })
+        .sum()
 }
 
 #[test]
@@ -310,11 +388,13 @@ fn each_breaker_writes_the_series_the_docs_count_and_name() {
     succeed(&ratings).unwrap();
     assert!(ratings.snapshot().latency_percentile.is_some());
     let expo = scrape(&registry);
-    // docs/ops.md: 21 series per breaker, one more each with a latency
-    // policy or an expiring override.
-    assert_eq!(series_of(&expo, "news"), 21);
-    assert_eq!(series_of(&expo, "fx"), 22);
-    assert_eq!(series_of(&expo, "ratings"), 22);
+    // docs/ops.md: 31 series per breaker, one more each with a latency
+    // policy or an expiring override, and 20 more for one that times its
+    // calls (the default 16 buckets, +Inf, _sum, _count, the slow-call
+    // ratio).
+    assert_eq!(series_of(&expo, "news"), 31);
+    assert_eq!(series_of(&expo, "fx"), 32);
+    assert_eq!(series_of(&expo, "ratings"), 32 + 20);
     // Every family is in both tables: the rustdoc's and docs/ops.md's.
     let rustdoc = include_str!("../src/prometheus/mod.rs");
     let ops = include_str!("../docs/ops.md");
@@ -326,7 +406,7 @@ fn each_breaker_writes_the_series_the_docs_count_and_name() {
             );
         }
     }
-    assert!(ops.contains("writes 21 series per breaker"));
+    assert!(ops.contains("writes 31 series per breaker"));
 }
 
 #[test]

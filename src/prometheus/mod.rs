@@ -3,8 +3,10 @@
 //! The metrics are read from each breaker's [`Snapshot`] when the registry
 //! is scraped: nothing is counted twice, and the hot path carries no metric
 //! of its own. Every series is labelled with `breaker` (the name) and
-//! `call_path`; a breaker writes 21 series, one more each with a latency
-//! policy (once its first window is full) or an expiring override.
+//! `call_path`; a breaker writes 31 series, one more each with a latency
+//! policy (once its first window is full) or an expiring override, and 20
+//! more if it times its calls (the histogram with its 16 default buckets,
+//! and the slow-call ratio).
 //!
 //! | metric | type | meaning |
 //! |---|---|---|
@@ -14,7 +16,12 @@
 //! | `fusebox_breaker_calls_total{outcome}` | counter | calls by outcome: `success`, `failure`, `ignored` |
 //! | `fusebox_breaker_slow_calls_total` | counter | successful calls slower than `slow_call_duration` |
 //! | `fusebox_breaker_short_circuits_total` | counter | calls refused without being attempted |
-//! | `fusebox_breaker_trips_total` | counter | times the breaker opened on its own |
+//! | `fusebox_breaker_trips_total` | counter | outages the breaker opened for on its own: openings from closed ([`Snapshot::trips`]) |
+//! | `fusebox_breaker_reopens_total` | counter | open periods renewed within an outage ([`Snapshot::reopens`]) |
+//! | `fusebox_breaker_probes_total{outcome}` | counter | half-open probes by outcome: `success`, `failure`, `expired`, `ignored` ([`Snapshot::probes`]) |
+//! | `fusebox_breaker_state_seconds_total{state}` | counter | time spent in each state ([`Snapshot::state_times`]) |
+//! | `fusebox_breaker_call_duration_seconds` | histogram | durations of the calls that reported, for breakers that time their calls ([`Snapshot::call_durations`]) |
+//! | `fusebox_breaker_window_slow_call_ratio` | gauge | slow calls over calls in the sliding window (only breakers that time their calls) |
 //! | `fusebox_breaker_probes_in_flight` | gauge | half-open probes out |
 //! | `fusebox_breaker_open_duration_seconds` | gauge | length of the current open period (0 when closed) |
 //! | `fusebox_breaker_backoff_step` | gauge | times in a row the open period has grown (0 on an outage's first) |
@@ -315,9 +322,85 @@ fn breakers(registry: &Registry, encoder: &mut DescriptorEncoder<'_>) -> Result<
         e,
         &rows,
         "fusebox_breaker_trips",
-        "Times the breaker opened on its own.",
+        "Outages the breaker opened for on its own: openings from closed.",
         |s| s.trips,
     )?;
+    counters(
+        e,
+        &rows,
+        "fusebox_breaker_reopens",
+        "Open periods renewed within an outage: a failed, slow or expired probe, \
+         or a failure during the ramp-up after recovery.",
+        |s| s.reopens,
+    )?;
+    {
+        let mut m = family(
+            e,
+            "fusebox_breaker_probes",
+            "Half-open probes by outcome: success, failure (slow included), expired, ignored.",
+            None,
+            MetricType::Counter,
+        )?;
+        for row in &rows {
+            let p = &row.snap.probes;
+            for (outcome, n) in [
+                ("success", p.successes),
+                ("failure", p.failures),
+                ("expired", p.expired),
+                ("ignored", p.ignored),
+            ] {
+                let [b, c] = row.labels();
+                let labels = [b, c, ("outcome", outcome)];
+                m.encode_family(&labels)?
+                    .encode_counter::<prometheus_client::encoding::NoLabelSet, _, f64>(&n, None)?;
+            }
+        }
+    }
+    {
+        let mut m = family(
+            e,
+            "fusebox_breaker_state",
+            "Time spent in each state (as fusebox_breaker_in_state reads it).",
+            Some(&secs),
+            MetricType::Counter,
+        )?;
+        for row in &rows {
+            for state in STATES {
+                let [b, c] = row.labels();
+                let labels = [b, c, ("state", state.as_str())];
+                let seconds = row.snap.state_times.get(state).as_secs_f64();
+                m.encode_family(&labels)?
+                    .encode_counter::<prometheus_client::encoding::NoLabelSet, _, f64>(
+                        &seconds, None,
+                    )?;
+            }
+        }
+    }
+    if rows.iter().any(|r| r.snap.call_durations.is_some()) {
+        let mut m = family(
+            e,
+            // The unit is in the name, without a UNIT line: strict
+            // OpenMetrics parsers refuse one on a histogram.
+            "fusebox_breaker_call_duration_seconds",
+            "Durations of the calls that reported, for breakers that time their calls.",
+            None,
+            MetricType::Histogram,
+        )?;
+        let mut buckets = Vec::new();
+        for row in &rows {
+            if let Some(h) = &row.snap.call_durations {
+                buckets.clear();
+                buckets.extend(h.per_bucket_seconds());
+                m.encode_family(&row.labels())?
+                    .encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+                        h.sum().as_secs_f64(),
+                        h.count(),
+                        &buckets,
+                        None,
+                    )?;
+            }
+        }
+    }
     gauges(
         e,
         &rows,
@@ -389,6 +472,14 @@ fn breakers(registry: &Registry, encoder: &mut DescriptorEncoder<'_>) -> Result<
         "Failures over calls in the sliding window (0 with no window or no calls).",
         None,
         |s| Some(s.failure_rate),
+    )?;
+    gauges(
+        e,
+        &rows,
+        "fusebox_breaker_window_slow_call_ratio",
+        "Slow calls over calls in the sliding window (breakers that time their calls; 0 with no window).",
+        None,
+        |s| s.call_durations.as_ref().map(|_| s.slow_call_rate),
     )?;
     gauges(
         e,
