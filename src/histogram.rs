@@ -74,10 +74,13 @@ impl CallDurations {
     /// (cumulative, as Prometheus's `le` buckets), in increasing order. The
     /// `+Inf` bucket is [`count`](Self::count).
     pub fn buckets(&self) -> impl Iterator<Item = (Duration, u64)> + '_ {
-        self.bounds.iter().zip(self.counts.iter()).scan(0, |seen, (&b, &n)| {
-            *seen += n;
-            Some((Duration::from_nanos(b), *seen))
-        })
+        self.bounds
+            .iter()
+            .zip(self.counts.iter())
+            .scan(0, |seen, (&b, &n)| {
+                *seen += n;
+                Some((Duration::from_nanos(b), *seen))
+            })
     }
 
     /// Each bucket's bound in seconds with the calls in it alone (not

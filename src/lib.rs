@@ -314,11 +314,11 @@ pub use classify::{Classifier, ErrorView, ResultClassifier, Verdict};
 pub use config::{BreakerBuilder, BreakerConfig};
 pub use error::{CallError, ConfigError, IsStdError, Rejected};
 pub use events::{Delivery, Iter, Reason, StateChange, Subscription, TryIter};
+pub use histogram::CallDurations;
 pub use latency::LatencyTrip;
 pub use permit::{OwnedPermit, Permit};
 pub use policy::{HalfOpenRate, OpenPeriod, OpenPeriodInput, TripPredicate, WindowCounts};
 pub use ramp::RampUp;
-pub use histogram::CallDurations;
 pub use snapshot::{ProbeTotals, Snapshot, StateTimes, Totals};
 pub use state::State;
 

@@ -278,11 +278,7 @@ fn the_scrape_parses_and_matches_every_snapshot() {
         sample(
             &expo,
             "fusebox_breaker_state_seconds",
-            &[
-                news_labels[0],
-                news_labels[1],
-                ("state", "open")
-            ]
+            &[news_labels[0], news_labels[1], ("state", "open")]
         ),
         4.5
     );
