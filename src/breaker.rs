@@ -741,6 +741,12 @@ impl Breaker {
         }
     }
 
+    /// How many state changes the breaker keeps for
+    /// [`Snapshot::recent_changes`] (`event_log_capacity`).
+    pub fn event_log_capacity(&self) -> usize {
+        self.inner.core.lock().machine.settings().event_log_capacity
+    }
+
     /// The state a call made now would meet, as [`Snapshot::state`] reads
     /// it: an open breaker whose period has ended reads `HalfOpen` (the next
     /// call is the probe), and a half-open one with a probe past its

@@ -814,3 +814,57 @@ fn an_actor_or_reason_with_a_control_character_gets_400_and_changes_nothing() {
     }
     unchanged(&registry);
 }
+
+#[test]
+fn events_lists_a_breakers_last_state_changes_oldest_first() {
+    let (registry, admin) = start();
+    let addr = admin.addr();
+    let news = registry.get("news").unwrap();
+    trip(&news, 2);
+    let answer = post(addr, "/breakers/news/force-open", bearer(), BODY);
+    assert_eq!(answer.status, 200, "{}", answer.body);
+
+    let answer = get(addr, "/breakers/news/events");
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let v = answer.json();
+    assert_eq!(v["breaker"], "news");
+    assert_eq!(v["capacity"], 16);
+    let events = v["events"].as_array().expect("a list");
+    let seen: Vec<(&str, &str, Option<&str>)> = events
+        .iter()
+        .map(|e| {
+            (
+                e["from"].as_str().unwrap(),
+                e["to"].as_str().unwrap(),
+                e["actor"].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            ("closed", "open", None),
+            ("open", "forced_open", Some("alice")),
+        ]
+    );
+    assert_eq!(
+        events[1]["reason"]
+            .as_str()
+            .map(|r| r.contains("vendor maintenance")),
+        Some(true)
+    );
+    assert_eq!(events[0]["seq"], 1);
+    assert!(events[0]["seconds_ago"].as_f64().is_some());
+    assert!(events[0]["wall_time"].as_str().unwrap().ends_with('Z'));
+    // The same list is in the snapshot, as `recent_changes`.
+    let snap = get(addr, "/breakers/news").json();
+    assert_eq!(snap["recent_changes"].as_array().map(Vec::len), Some(2));
+
+    assert_eq!(get(addr, "/breakers/nope/events").status, 404);
+    assert_eq!(
+        post(addr, "/breakers/news/events", bearer(), BODY).status,
+        405
+    );
+    let fx = get(addr, "/breakers/fx/events").json();
+    assert_eq!(fx["events"].as_array().map(Vec::len), Some(0));
+}

@@ -8,7 +8,7 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
 use super::http::{Conn, Head, ReadError, Reply};
-use super::json::{AuditJson, BreakerJson};
+use super::json::{AuditJson, BreakerJson, EventsJson};
 use super::Shared;
 use crate::duration::parse as parse_duration;
 use crate::registry::{Action, Override, RegistryError};
@@ -61,7 +61,14 @@ pub(crate) fn route(shared: &Shared, head: &Head, conn: &mut Conn) -> Reply {
     let get = head.method == "GET";
     let post = head.method == "POST";
     match segments.as_slice() {
-        ["metrics"] | ["breakers"] | ["health"] | ["audit"] | ["breakers", _] if !get => {
+        ["metrics"]
+        | ["breakers"]
+        | ["health"]
+        | ["audit"]
+        | ["breakers", _]
+        | ["breakers", _, "events"]
+            if !get =>
+        {
             Reply::wrong_method("GET")
         }
         ["breakers", _, action] if action_of(action).is_some() && !post => {
@@ -90,6 +97,10 @@ pub(crate) fn route(shared: &Shared, head: &Head, conn: &mut Conn) -> Reply {
                 200,
                 &BreakerJson::new(&b, &b.snapshot(), shared.registry.is_critical(name)),
             ),
+            None => Reply::error(404, "no such breaker"),
+        },
+        ["breakers", name, "events"] => match shared.registry.get(name) {
+            Some(b) => json(200, &EventsJson::new(&b.snapshot(), b.event_log_capacity())),
             None => Reply::error(404, "no such breaker"),
         },
         ["health"] => {
