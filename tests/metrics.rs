@@ -76,12 +76,16 @@ fn scrape(registry: &Registry) -> Exposition {
         .unwrap_or_else(|e| panic!("the scrape does not parse: {e:?}\n{text}"))
 }
 
-fn check_breaker(expo: &Exposition, snap: &Snapshot, call_path: &str) {
+fn check_breaker(expo: &Exposition, snap: &Snapshot, call_path: &str, critical: bool) {
     let l = [("breaker", &*snap.name), ("call_path", call_path)];
     let with = |k: &'static str, v: &'static str| [l[0], l[1], (k, v)];
     assert_eq!(
         sample(expo, "fusebox_breaker_state", &l),
         f64::from(snap.status_gauge())
+    );
+    assert_eq!(
+        sample(expo, "fusebox_breaker_critical", &l),
+        f64::from(u8::from(critical))
     );
     assert_eq!(
         sample(expo, "fusebox_breaker_in_maintenance", &l),
@@ -207,6 +211,7 @@ fn the_scrape_parses_and_matches_every_snapshot() {
     let ratings = registry.breaker("ratings", "timed").unwrap();
     registry.breaker("idle", "vendor").unwrap();
     let held = registry.breaker("held", "vendor").unwrap();
+    registry.set_critical("news", true).unwrap();
 
     // news: two failures open it, a refusal is counted, 3 s pass.
     trip(&news, 2);
@@ -239,7 +244,7 @@ fn the_scrape_parses_and_matches_every_snapshot() {
     assert_eq!(snaps.len(), 5);
     for snap in &snaps {
         let path = registry.get(&snap.name).unwrap().call_path();
-        check_breaker(&expo, snap, path.as_str());
+        check_breaker(&expo, snap, path.as_str(), registry.is_critical(&snap.name));
     }
     // Spot checks that the comparison above is about something: news has
     // been open for 3 s, then 1.5 s of ratings' calls.
@@ -384,13 +389,13 @@ fn each_breaker_writes_the_series_the_docs_count_and_name() {
     succeed(&ratings).unwrap();
     assert!(ratings.snapshot().latency_percentile.is_some());
     let expo = scrape(&registry);
-    // docs/ops.md: 31 series per breaker, one more each with a latency
+    // docs/ops.md: 32 series per breaker, one more each with a latency
     // policy or an expiring override, and 20 more for one that times its
     // calls (the default 16 buckets, +Inf, _sum, _count, the slow-call
     // ratio).
-    assert_eq!(series_of(&expo, "news"), 31);
-    assert_eq!(series_of(&expo, "fx"), 32);
-    assert_eq!(series_of(&expo, "ratings"), 32 + 20);
+    assert_eq!(series_of(&expo, "news"), 32);
+    assert_eq!(series_of(&expo, "fx"), 33);
+    assert_eq!(series_of(&expo, "ratings"), 33 + 20);
     // Every family is in both tables: the rustdoc's and docs/ops.md's.
     let rustdoc = include_str!("../src/prometheus/mod.rs");
     let ops = include_str!("../docs/ops.md");
@@ -402,7 +407,7 @@ fn each_breaker_writes_the_series_the_docs_count_and_name() {
             );
         }
     }
-    assert!(ops.contains("writes 31 series per breaker"));
+    assert!(ops.contains("writes 32 series per breaker"));
 }
 
 #[test]
@@ -527,5 +532,5 @@ fn the_state_gauge_is_the_snapshots_status_gauge_inside_a_maintenance_window_too
     // The state set still tells the state under the window.
     let open = [labels[0], labels[1], ("state", "open")];
     assert_eq!(sample(&expo, "fusebox_breaker_in_state", &open), 1.0);
-    check_breaker(&expo, &snap, "alt_data");
+    check_breaker(&expo, &snap, "alt_data", false);
 }

@@ -3,7 +3,7 @@
 //! The metrics are read from each breaker's [`Snapshot`] when the registry
 //! is scraped: nothing is counted twice, and the hot path carries no metric
 //! of its own. Every series is labelled with `breaker` (the name) and
-//! `call_path`; a breaker writes 31 series, one more each with a latency
+//! `call_path`; a breaker writes 32 series, one more each with a latency
 //! policy (once its first window is full) or an expiring override, and 20
 //! more if it times its calls (the histogram with its 16 default buckets,
 //! and the slow-call ratio).
@@ -12,6 +12,7 @@
 //! |---|---|---|
 //! | `fusebox_breaker_state` | gauge | the status as [`Snapshot::status_gauge`] numbers it (the states 0 to 4, 5 inside a maintenance window) |
 //! | `fusebox_breaker_in_state{state}` | gauge | 1 for the current state, 0 for the others (a state set) |
+//! | `fusebox_breaker_critical` | gauge | 1 for a breaker the registry marks critical (`/health` depends on it), else 0 |
 //! | `fusebox_breaker_in_maintenance` | gauge | 1 inside a declared maintenance window, else 0 |
 //! | `fusebox_breaker_calls_total{outcome}` | counter | calls by outcome: `success`, `failure`, `ignored` |
 //! | `fusebox_breaker_slow_calls_total` | counter | successful calls slower than `slow_call_duration` |
@@ -175,6 +176,7 @@ pub fn encode(registry: &Registry) -> String {
 /// One breaker at the scrape: its labels and its snapshot.
 struct Row {
     call_path: String,
+    critical: bool,
     snap: Snapshot,
 }
 
@@ -236,10 +238,11 @@ fn counters(
 fn breakers(registry: &Registry, encoder: &mut DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
     // One snapshot per breaker, each under its own lock only.
     let rows: Vec<Row> = registry
-        .breakers()
+        .breakers_marked()
         .iter()
-        .map(|b| Row {
+        .map(|(b, critical)| Row {
             call_path: crate::text::shown(b.call_path().as_str()).to_string(),
+            critical: *critical,
             snap: b.snapshot(),
         })
         .collect();
@@ -257,6 +260,19 @@ fn breakers(registry: &Registry, encoder: &mut DescriptorEncoder<'_>) -> Result<
         None,
         |s| Some(f64::from(s.status_gauge())),
     )?;
+    {
+        let mut m = family(
+            e,
+            "fusebox_breaker_critical",
+            "1 for a breaker the registry marks critical (readiness depends on it), else 0.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for row in &rows {
+            m.encode_family(&row.labels())?
+                .encode_gauge(&i64::from(row.critical))?;
+        }
+    }
     gauges(
         e,
         &rows,

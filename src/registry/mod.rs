@@ -328,6 +328,19 @@ impl Registry {
             .collect()
     }
 
+    /// Every registered breaker with whether it is critical, in name
+    /// order, copied under the registry's lock (for the metrics).
+    // Read by the Prometheus exposition only.
+    #[allow(dead_code)]
+    pub(crate) fn breakers_marked(&self) -> Vec<(Breaker, bool)> {
+        self.inner
+            .breakers
+            .read()
+            .values()
+            .map(|e| (e.breaker.clone(), e.critical))
+            .collect()
+    }
+
     /// A snapshot of every registered breaker, in name order.
     ///
     /// Each breaker's lock is taken once, on its own, for its own snapshot:
