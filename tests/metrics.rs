@@ -534,3 +534,51 @@ fn the_state_gauge_is_the_snapshots_status_gauge_inside_a_maintenance_window_too
     assert_eq!(sample(&expo, "fusebox_breaker_in_state", &open), 1.0);
     check_breaker(&expo, &snap, "alt_data", false);
 }
+
+#[cfg(feature = "isolation")]
+#[test]
+fn a_registered_deadline_pool_shows_its_calls_in_flight_and_abandoned() {
+    use fusebox::isolation::{DeadlinePool, IsolationError};
+    use std::time::{Duration, Instant};
+
+    let (registry, _mock) = registry();
+    // A real pool on real time: the deadline only bounds a hang.
+    let pool = DeadlinePool::builder("vendor-sdk")
+        .threads(2)
+        .deadline(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    registry.register_deadline_pool(&pool).unwrap();
+    assert!(registry.register_deadline_pool(&pool).is_err());
+    let (release, hold) = crossbeam_channel::bounded::<()>(0);
+    let hung = pool.run(move || {
+        let _ = hold.recv();
+        Ok::<(), ()>(())
+    });
+    assert!(matches!(hung, Err(IsolationError::TimedOut(_))));
+
+    let p = [("pool", "vendor-sdk")];
+    let expo = scrape(&registry);
+    assert_eq!(sample(&expo, "fusebox_deadline_pool_threads", &p), 2.0);
+    assert_eq!(sample(&expo, "fusebox_deadline_pool_in_flight", &p), 1.0);
+    assert_eq!(sample(&expo, "fusebox_deadline_pool_abandoned", &p), 1.0);
+    assert_eq!(sample(&expo, "fusebox_deadline_pool_timed_out", &p), 1.0);
+    assert_eq!(sample(&expo, "fusebox_deadline_pool_refusals", &p), 0.0);
+
+    // The abandoned call returns: it no longer holds a thread.
+    drop(release);
+    let start = Instant::now();
+    while registry.deadline_pool_snapshots()[0].abandoned != 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the abandoned call returned"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let expo = scrape(&registry);
+    assert_eq!(sample(&expo, "fusebox_deadline_pool_abandoned", &p), 0.0);
+    assert_eq!(sample(&expo, "fusebox_deadline_pool_timed_out", &p), 1.0);
+    // Dropping the pool is not kept from ending its threads by the registry.
+    drop(pool);
+    assert_eq!(registry.deadline_pool_snapshots().len(), 1);
+}

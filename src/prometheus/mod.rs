@@ -34,8 +34,9 @@
 //! | `fusebox_breaker_override_remaining_seconds` | gauge | while an override with an expiry holds it, time until it ends (only such breakers) |
 //! | `fusebox_breaker_latency_percentile_seconds` | gauge | the latency policy's percentile in its last full window (only breakers that have one) |
 //!
-//! With the `isolation` feature, the bulkheads and dead-letter buffers
-//! registered with the registry are scraped too:
+//! With the `isolation` feature, the bulkheads, deadline pools
+//! (`Registry::register_deadline_pool`) and dead-letter buffers registered
+//! with the registry are scraped too:
 //!
 //! | metric | type | meaning |
 //! |---|---|---|
@@ -43,6 +44,11 @@
 //! | `fusebox_bulkhead_max_concurrent{bulkhead}` | gauge | the limit |
 //! | `fusebox_bulkhead_peak{bulkhead}` | gauge | the most slots ever in use at once |
 //! | `fusebox_bulkhead_refusals_total{bulkhead}` | counter | callers refused for want of a slot |
+//! | `fusebox_deadline_pool_threads{pool}` | gauge | the deadline pool's worker threads |
+//! | `fusebox_deadline_pool_in_flight{pool}` | gauge | slots held: calls queued or running, abandoned ones included |
+//! | `fusebox_deadline_pool_abandoned{pool}` | gauge | calls abandoned at their deadline that still hold a thread |
+//! | `fusebox_deadline_pool_timed_out_total{pool}` | counter | calls abandoned at their deadline |
+//! | `fusebox_deadline_pool_refusals_total{pool}` | counter | callers refused because every slot was held |
 //! | `fusebox_dead_letter_depth{buffer,priority}` | gauge | emits held, per priority |
 //! | `fusebox_dead_letter_capacity{buffer}` | gauge | the buffer's capacity |
 //! | `fusebox_dead_letter_emits_total{buffer,priority,fate}` | counter | emits by fate: `stored`, `shed`, `refused`, `replayed` |
@@ -562,6 +568,52 @@ fn isolation(registry: &Registry, e: &mut DescriptorEncoder<'_>) -> Result<(), f
         for b in &bulkheads {
             m.encode_family(&[("bulkhead", &*b.name)])?
                 .encode_counter::<NoLabelSet, _, f64>(&b.refusals, None)?;
+        }
+    }
+    let pools = registry.deadline_pool_snapshots();
+    if !pools.is_empty() {
+        type PoolGauge = fn(&crate::isolation::DeadlinePoolSnapshot) -> i64;
+        let gauges: [(&str, &str, PoolGauge); 3] = [
+            (
+                "fusebox_deadline_pool_threads",
+                "The deadline pool's worker threads.",
+                |p| p.threads as i64,
+            ),
+            (
+                "fusebox_deadline_pool_in_flight",
+                "Deadline pool slots held: calls queued or running, abandoned ones included.",
+                |p| p.busy as i64,
+            ),
+            (
+                "fusebox_deadline_pool_abandoned",
+                "Calls abandoned at their deadline that still hold a thread.",
+                |p| p.abandoned as i64,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let mut m = family(e, name, help, None, MetricType::Gauge)?;
+            for p in &pools {
+                m.encode_family(&[("pool", &*p.name)])?
+                    .encode_gauge(&value(p))?;
+            }
+        }
+        for (name, help, value) in [
+            (
+                "fusebox_deadline_pool_timed_out",
+                "Calls abandoned at their deadline.",
+                (|p| p.timed_out) as fn(&crate::isolation::DeadlinePoolSnapshot) -> u64,
+            ),
+            (
+                "fusebox_deadline_pool_refusals",
+                "Callers refused because every slot was held.",
+                |p| p.refusals,
+            ),
+        ] {
+            let mut m = family(e, name, help, None, MetricType::Counter)?;
+            for p in &pools {
+                m.encode_family(&[("pool", &*p.name)])?
+                    .encode_counter::<NoLabelSet, _, f64>(&value(p), None)?;
+            }
         }
     }
     let buffers = registry.dead_letter_snapshots();
