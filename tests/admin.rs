@@ -167,9 +167,53 @@ fn health_is_503_while_a_critical_breaker_refuses_calls() {
     trip(&registry.get("fx").unwrap(), 2);
     let health = get(admin.addr(), "/health");
     assert_eq!(health.status, 503);
+    let fx = serde_json::json!({"state": "open", "ready": false});
     assert_eq!(
         health.json(),
-        serde_json::json!({"status": "unready", "refusing": ["fx"]})
+        serde_json::json!({
+            "status": "unready",
+            "refusing": ["fx"],
+            "liveness": {"status": "up"},
+            "readiness": {"status": "unready", "breakers": {"fx": fx}},
+        })
+    );
+    // Spring's split: the process is alive, and not ready.
+    let live = get(admin.addr(), "/health/liveness");
+    assert_eq!(
+        (live.status, live.json()),
+        (200, serde_json::json!({"status": "up"}))
+    );
+    let ready = get(admin.addr(), "/health/readiness");
+    assert_eq!(
+        (ready.status, ready.json()),
+        (
+            503,
+            serde_json::json!({"status": "unready", "breakers": {"fx": fx}})
+        )
+    );
+    // Forced closed admits every call: ready again. news, open, has no say.
+    trip(&registry.get("news").unwrap(), 2);
+    registry
+        .force_closed("fx", &fusebox::registry::Override::new("ops", "known good"))
+        .unwrap();
+    let ready = get(admin.addr(), "/health/readiness");
+    assert_eq!(
+        (ready.status, ready.json()),
+        (
+            200,
+            serde_json::json!({"status": "ready", "breakers": {
+                "fx": {"state": "forced_closed", "ready": true}
+            }})
+        )
+    );
+    assert_eq!(get(admin.addr(), "/health").json()["status"], "ready");
+    assert!(get(admin.addr(), "/health")
+        .json()
+        .get("refusing")
+        .is_none());
+    assert_eq!(
+        post(admin.addr(), "/health/liveness", bearer(), BODY).status,
+        405
     );
 }
 

@@ -330,7 +330,7 @@ impl Registry {
 
     /// Every registered breaker with whether it is critical, in name
     /// order, copied under the registry's lock (for the metrics).
-    // Read by the Prometheus exposition only.
+    // Read by the Prometheus exposition and the admin endpoint only.
     #[allow(dead_code)]
     pub(crate) fn breakers_marked(&self) -> Vec<(Breaker, bool)> {
         self.inner
@@ -626,7 +626,9 @@ impl Registry {
 }
 
 /// Whether a breaker in `state` refuses (most) calls.
-fn refuses_calls(state: crate::State) -> bool {
+/// Whether a breaker in `state` makes the process unready: it refuses
+/// calls (open, half-open or forced open).
+pub(crate) fn refuses_calls(state: crate::State) -> bool {
     !matches!(state, crate::State::Closed | crate::State::ForcedClosed)
 }
 
