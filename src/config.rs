@@ -42,8 +42,8 @@ pub(crate) struct Settings {
     pub(crate) half_open_rate: Option<HalfOpenRate>,
     pub(crate) count_in_flight: bool,
     /// The bounds of the call-duration histogram (used only by a breaker
-    /// that times its calls).
-    pub(crate) call_duration_buckets: Arc<[Duration]>,
+    /// that times its calls); the default ones are not copied per breaker.
+    pub(crate) call_duration_buckets: std::borrow::Cow<'static, [Duration]>,
     /// State changes the breaker keeps for its snapshot's `recent_changes`.
     pub(crate) event_log_capacity: usize,
 }
@@ -88,7 +88,7 @@ impl Default for Settings {
             half_open_max_probes: None,
             half_open_rate: None,
             count_in_flight: false,
-            call_duration_buckets: Arc::new(crate::histogram::DEFAULT_BUCKETS),
+            call_duration_buckets: std::borrow::Cow::Borrowed(&crate::histogram::DEFAULT_BUCKETS),
             event_log_capacity: 16,
         }
     }
@@ -388,7 +388,7 @@ impl<T> BreakerBuilder<T> {
     /// Cost: one search over the bounds per timed call, under the lock the
     /// call takes anyway; no clock read of its own.
     pub fn call_duration_buckets(mut self, bounds: impl Into<Vec<Duration>>) -> Self {
-        self.settings.call_duration_buckets = bounds.into().into();
+        self.settings.call_duration_buckets = std::borrow::Cow::Owned(bounds.into());
         self
     }
 
