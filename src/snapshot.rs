@@ -121,8 +121,10 @@ impl StateTimes {
 /// the breaker's lock after every success counted without it has been
 /// handed over, so `totals` and the window counts describe the same calls.
 ///
-/// Taking one locks the breaker once and copies a few dozen bytes; polling
-/// every second from a metrics thread costs nothing measurable.
+/// Taking one locks the breaker once and copies a few dozen bytes (and, for
+/// a breaker that times its calls, its call-duration histogram: one
+/// allocation); polling every second from a metrics thread costs nothing
+/// measurable.
 ///
 /// With the `serde` feature (or `admin`, which serves it) a snapshot
 /// implements `serde::Serialize`, for logging or shipping it as is: keys are
@@ -176,7 +178,8 @@ pub struct Snapshot {
     /// With call timing (`slow_call_duration` or a latency policy), the
     /// durations of the calls that reported, as a histogram over
     /// `call_duration_buckets`; `None` for a breaker that does not time its
-    /// calls.
+    /// calls. Copying it is a snapshot's one allocation, for such a breaker
+    /// only.
     pub call_durations: Option<CallDurations>,
     /// The last state changes, oldest first: at most `event_log_capacity`
     /// (16 unless configured). Shared, not copied: taking a snapshot adds
