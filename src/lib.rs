@@ -263,6 +263,8 @@ mod backoff;
 mod breaker;
 mod call_path;
 mod cause;
+#[cfg(feature = "chain")]
+pub mod chain;
 mod check;
 mod classify;
 mod clock;
@@ -281,6 +283,8 @@ mod gate;
 pub mod http;
 #[cfg(feature = "isolation")]
 pub mod isolation;
+#[cfg(feature = "chain")]
+mod last_good;
 mod latency;
 mod machine;
 mod name;
@@ -293,6 +297,8 @@ mod ramp;
 mod recovery;
 #[cfg(feature = "registry")]
 pub mod registry;
+#[cfg(feature = "retry")]
+pub mod retry;
 // `Serialize` for snapshots: the `serde` feature's promise, and the shape
 // the admin endpoint serves.
 #[cfg(any(feature = "serde", feature = "admin"))]
