@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::skip::Skip;
 use crate::last_good::{Kept, LastGood};
-use crate::{Breaker, CallError, IsStdError, Rejected, Verdict};
+use crate::{Breaker, CallError, ErrorView, IsStdError, Rejected, Verdict};
 
 /// What one link made of a lookup.
 pub(super) enum Outcome<T, E> {
@@ -56,6 +56,20 @@ fn is_no(verdict: Verdict, err: Option<&(dyn StdError + 'static)>) -> bool {
     matches!(verdict, Verdict::Ignore | Verdict::Success) && !err.is_some_and(Rejected::in_chain)
 }
 
+/// A provider's error, judged by its breaker's classifier: a "no" or a
+/// failure.
+#[inline(never)]
+fn failed<T, E: StdError + 'static>(breaker: &Breaker, err: E) -> Outcome<T, E> {
+    let verdict = breaker
+        .classifier()
+        .classify_view(ErrorView::of_error(&err));
+    if is_no(verdict, Some(&err)) {
+        Outcome::No(err)
+    } else {
+        Outcome::Skip(Skip::Failed(err))
+    }
+}
+
 /// A closure behind its own breaker.
 pub(super) struct Provider<F> {
     pub(super) breaker: Breaker,
@@ -71,17 +85,13 @@ where
 {
     #[inline]
     fn ask(&self, query: &Q) -> Outcome<T, E> {
-        // What `Breaker::call` does, keeping the verdict.
-        let permit = match self.breaker.try_acquire() {
-            Ok(permit) => permit,
-            Err(refused) => return Outcome::Skip(Skip::Refused(refused)),
-        };
-        let result = (self.f)(query);
-        let verdict = permit.finish(&result);
-        match result {
+        // `Breaker::call` itself, so that the healthy path is the same
+        // inlined code; an error is classified a second time here (the
+        // breaker keeps its verdict to itself), off the healthy path.
+        match self.breaker.call(|| (self.f)(query)) {
             Ok(value) => Outcome::Fresh(value),
-            Err(err) if is_no(verdict, Some(&err)) => Outcome::No(err),
-            Err(err) => Outcome::Skip(Skip::Failed(err)),
+            Err(CallError::Rejected(refused)) => Outcome::Skip(Skip::Refused(refused)),
+            Err(CallError::Failed(err)) => failed(&self.breaker, err),
         }
     }
 
@@ -111,14 +121,7 @@ where
         match (self.f)(query) {
             Ok(value) => Outcome::Fresh(value),
             Err(CallError::Rejected(refused)) => Outcome::Skip(Skip::Refused(refused)),
-            Err(CallError::Failed(err)) => {
-                let verdict = self.breaker.classifier().classify(&err);
-                if is_no(verdict, Some(&err)) {
-                    Outcome::No(err)
-                } else {
-                    Outcome::Skip(Skip::Failed(err))
-                }
-            }
+            Err(CallError::Failed(err)) => failed(&self.breaker, err),
         }
     }
 
@@ -154,14 +157,7 @@ where
             Err(IsolationError::Rejected(refused)) => Outcome::Skip(Skip::Refused(refused)),
             Err(IsolationError::Full(full)) => Outcome::Skip(Skip::Full(full)),
             Err(IsolationError::TimedOut(t)) => Outcome::Skip(Skip::TimedOut(t)),
-            Err(IsolationError::Failed(err)) => {
-                let verdict = self.isolated.breaker().classifier().classify(&err);
-                if is_no(verdict, Some(&err)) {
-                    Outcome::No(err)
-                } else {
-                    Outcome::Skip(Skip::Failed(err))
-                }
-            }
+            Err(IsolationError::Failed(err)) => failed(self.isolated.breaker(), err),
         }
     }
 
