@@ -142,14 +142,16 @@ impl<E> LookupError<E> {
     }
 }
 
-impl<E: fmt::Display> fmt::Display for LookupError<E> {
+/// Names the chain and, for a "no", the link and its error; then every
+/// link skipped and why, on one line.
+impl<E: StdError + 'static> fmt::Display for LookupError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.declined {
-            Some(d) => write!(
-                f,
-                "chain `{}`: `{}` said no ({})",
-                self.chain, d.link, d.error
-            )?,
+            Some(d) => {
+                write!(f, "chain `{}`: `{}` said no (", self.chain, d.link)?;
+                super::skip::error_chain(f, &d.error)?;
+                f.write_str(")")?;
+            }
             None => write!(f, "chain `{}`: no link answered", self.chain)?,
         }
         if !self.skipped.is_empty() {

@@ -260,3 +260,8 @@ impl<Q: ?Sized, T, E> fmt::Debug for Chain<Q, T, E> {
             .finish_non_exhaustive()
     }
 }
+
+/// The Rust examples of `docs/fallback.md`, compiled and run as doctests.
+#[cfg(all(doctest, feature = "retry"))]
+#[doc = include_str!("../../docs/fallback.md")]
+pub struct FallbackGuideDoctests;

@@ -111,7 +111,25 @@ pub const REASONS: [&str; 8] = [
     "declined",
 ];
 
-impl<E: fmt::Display> fmt::Display for Skip<E> {
+/// Writes `err` and its `source()` chain, `a: b: c`, leaving out a message
+/// that repeats the one before it (a wrapper that prints its source's).
+pub(super) fn error_chain(
+    f: &mut fmt::Formatter<'_>,
+    err: &(dyn StdError + 'static),
+) -> fmt::Result {
+    let mut last = String::new();
+    for (i, link) in crate::error::chain(err).enumerate() {
+        let text = link.to_string();
+        if text != last {
+            write!(f, "{}{text}", if i == 0 { "" } else { ": " })?;
+        }
+        last = text;
+    }
+    Ok(())
+}
+
+/// Prints what happened, with the provider's error and its chain.
+impl<E: StdError + 'static> fmt::Display for Skip<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Skip::Refused(r) => write!(f, "refused ({r})"),
@@ -128,10 +146,18 @@ impl<E: fmt::Display> fmt::Display for Skip<E> {
                 "cached answer too old ({})",
                 crate::duration::display(*age)
             ),
-            Skip::Failed(e) => write!(f, "provider error ({e})"),
+            Skip::Failed(e) => {
+                f.write_str("provider error (")?;
+                error_chain(f, e)?;
+                f.write_str(")")
+            }
             #[cfg(feature = "isolation")]
             Skip::TimedOut(t) => write!(f, "timed out ({t})"),
-            Skip::Declined(e) => write!(f, "declined ({e})"),
+            Skip::Declined(e) => {
+                f.write_str("declined (")?;
+                error_chain(f, e)?;
+                f.write_str(")")
+            }
         }
     }
 }
@@ -166,14 +192,14 @@ impl<E> Skipped<E> {
     }
 }
 
-impl<E: fmt::Display> fmt::Display for Skipped<E> {
+impl<E: StdError + 'static> fmt::Display for Skipped<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "`{}`: {}", self.link, self.skip)
     }
 }
 
 /// Writes `skipped` as `` `a`: reason; `b`: reason ``.
-pub(super) fn list<E: fmt::Display>(
+pub(super) fn list<E: StdError + 'static>(
     f: &mut fmt::Formatter<'_>,
     skipped: &[Skipped<E>],
 ) -> fmt::Result {
