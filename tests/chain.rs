@@ -614,3 +614,32 @@ fn a_lookup_answered_by_a_healthy_primary_allocates_nothing() {
     });
     assert!(n >= 1_000, "{n}");
 }
+
+#[cfg(feature = "prometheus")]
+#[test]
+fn a_registered_chain_is_scraped_with_answers_and_skips_by_reason() {
+    let f = fixture(|b| b);
+    f.chain.lookup("A").unwrap();
+    f.p.set(1);
+    f.chain.lookup("A").unwrap();
+    f.chain.lookup("A").unwrap();
+    let registry = fusebox::registry::Registry::new();
+    registry.register_chain(f.chain.stats()).unwrap();
+    assert!(
+        registry.register_chain(f.chain.stats()).is_err(),
+        "a name once"
+    );
+    let text = fusebox::prometheus::encode(&registry);
+    for line in [
+        "fusebox_chain_answers_total{chain=\"closing-price\",link=\"primary\"} 1",
+        "fusebox_chain_answers_total{chain=\"closing-price\",link=\"secondary\"} 2",
+        "fusebox_chain_skips_total{chain=\"closing-price\",link=\"primary\",reason=\"failed\"} 1",
+        "fusebox_chain_skips_total{chain=\"closing-price\",link=\"primary\",reason=\"refused\"} 1",
+        "fusebox_chain_skips_total{chain=\"closing-price\",link=\"secondary\",reason=\"refused\"} 0",
+        "fusebox_chain_declined_total{chain=\"closing-price\",link=\"primary\"} 0",
+        "fusebox_chain_exhausted_total{chain=\"closing-price\"} 0",
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
+    }
+    assert_eq!(registry.chain_snapshots(), [f.chain.snapshot()]);
+}
