@@ -195,6 +195,13 @@
 //!   layered around a breaker. No extra dependency.
 //! - `calendar`: recurring deadlines and maintenance windows in a named IANA
 //!   time zone in [`trading`], with `jiff` doing the time-zone arithmetic.
+//! - `chain`: [`chain`], fallback chains: a lookup tries its providers in
+//!   order, each behind its own breaker, then a last-known-good cache and a
+//!   static default, and says which answered and why each earlier one was
+//!   skipped. No dependencies.
+//! - `retry`: [`retry`], a retry policy above a breaker or a chain: full
+//!   jitter, a deadline, a retry budget, a refusal never spent as an
+//!   attempt, no repeat of a non-idempotent call. No dependencies.
 //! - `registry`: [`registry`], named breakers made from named
 //!   templates, with overrides recorded in an audit trail. No dependencies.
 //! - `prometheus`: the registry's metrics on the `prometheus-client` crate,
@@ -224,6 +231,16 @@
 #![cfg_attr(
     not(feature = "isolation"),
     doc = "[`isolation`]: https://docs.rs/fusebox/latest/fusebox/isolation/"
+)]
+#![cfg_attr(feature = "chain", doc = "[`chain`]: crate::chain")]
+#![cfg_attr(
+    not(feature = "chain"),
+    doc = "[`chain`]: https://docs.rs/fusebox/latest/fusebox/chain/"
+)]
+#![cfg_attr(feature = "retry", doc = "[`retry`]: crate::retry")]
+#![cfg_attr(
+    not(feature = "retry"),
+    doc = "[`retry`]: https://docs.rs/fusebox/latest/fusebox/retry/"
 )]
 #![cfg_attr(feature = "registry", doc = "[`registry`]: crate::registry")]
 #![cfg_attr(

@@ -11,7 +11,7 @@
 //!   counted as a failed attempt against the vendor;
 //! - backs off exponentially with **full jitter** (seedable) between
 //!   attempts that failed, and honours a vendor's `Retry-After` (a
-//!   [`Verdict::Throttled`](crate::Verdict::Throttled)), capped;
+//!   [`Verdict::Throttled`]), capped;
 //! - never retries a **deterministic** failure (the classifier's `Ignore`,
 //!   a declined lookup);
 //! - never repeats a call declared **non-idempotent** after an attempt that
