@@ -412,11 +412,23 @@ mod over_a_chain {
         let chain: Chain<str, u32, DepError> = Chain::builder("c")
             .provider("a", &a, |_: &str| Ok(1))
             .provider("b", &b, |_: &str| Ok(2))
+            .cache("cache", fusebox::chain::LastGood::new(SEC))
             .build()
             .unwrap();
         let policy = t.policy().max_attempts(2).build().unwrap();
         let answer = policy.lookup(&chain, "X").unwrap();
-        assert_eq!(t.sleeps(), [SEC], "a admits first, 1 s on");
+        assert_eq!(
+            t.sleeps(),
+            [SEC],
+            "a admits first, 1 s on; the empty cache is no reason"
+        );
         assert_eq!(answer.link(), "a");
+
+        // Nothing refused with a time to wait for: the call ends at once.
+        a.force_open("ops", "");
+        b.force_open("ops", "");
+        let err = policy.lookup(&chain, "Y").unwrap_err();
+        assert_eq!((err.gave_up(), err.attempts()), (GaveUp::Refused, 0));
+        assert_eq!(t.sleeps(), [SEC]);
     }
 }

@@ -173,8 +173,8 @@ impl RetryPolicy {
     /// Looks `query` up in `chain`, retrying the whole lookup by the
     /// policy's rules: a declined lookup (a deterministic "no") is final;
     /// a lookup in which every link was refused or skipped without a call
-    /// is a refusal (waited out for the shortest `retry_after` among the
-    /// refusals, when every skip has one); any other is a failure.
+    /// is a refusal, waited out for the shortest `retry_after` among its
+    /// refused links (none: the call ends); any other is a failure.
     ///
     /// # Errors
     ///
@@ -192,12 +192,14 @@ impl RetryPolicy {
             Ok(answer) => Step::Done(answer),
             Err(e) if e.is_declined() => Step::Final(e),
             Err(e) if e.skipped().iter().all(|s| s.skip().nothing_attempted()) => {
+                // The first link a breaker will admit again; a cache that
+                // missed or a full bulkhead gives no time to wait for.
                 let wait = e
                     .skipped()
                     .iter()
-                    .map(|s| s.skip().rejected().and_then(|r| r.retry_after()))
-                    .try_fold(Duration::MAX, |min, d| d.map(|d| min.min(d)));
-                Step::Refused(e, wait.filter(|d| *d != Duration::MAX))
+                    .filter_map(|s| s.skip().rejected().and_then(|r| r.retry_after()))
+                    .min();
+                Step::Refused(e, wait)
             }
             Err(e) => Step::Failed(e, None),
         })
