@@ -643,3 +643,62 @@ fn a_registered_chain_is_scraped_with_answers_and_skips_by_reason() {
     }
     assert_eq!(registry.chain_snapshots(), [f.chain.snapshot()]);
 }
+
+#[test]
+fn the_last_good_store_keeps_at_most_max_entries_and_evicts_the_oldest_filed() {
+    use fusebox::chain::Kept;
+    let (clock, mock) = clock();
+    let store: LastGood<String, u32> = LastGood::new(60 * SEC).max_entries(2).clock(clock);
+    store.file("A", &1);
+    store.file("B", &2);
+    store.file("A", &10); // refiled in place: now the youngest
+    mock.increment(SEC);
+    store.file("C", &3);
+    assert_eq!(store.len(), 2);
+    assert_eq!(store.get("B"), Kept::Missing, "the oldest filed went");
+    assert_eq!(
+        store.get("A"),
+        Kept::Fresh {
+            value: 10,
+            age: SEC
+        }
+    );
+    assert_eq!(
+        store.get("C"),
+        Kept::Fresh {
+            value: 3,
+            age: Duration::ZERO
+        }
+    );
+    let none: LastGood<String, u32> = LastGood::new(SEC).max_entries(0);
+    none.file("A", &1);
+    assert!(none.is_empty());
+}
+
+#[test]
+fn an_error_the_classifier_counts_as_a_normal_answer_is_a_no_too() {
+    // A vendor's "no data for this date": a success for the breaker, and an
+    // answer that stops the chain.
+    let (clock, _mock) = clock();
+    let breaker = Breaker::builder("eod")
+        .call_path(CallPath::HistoricalData)
+        .classifier(fusebox::Classifier::for_type(|e: &DepError| match e {
+            DepError::Business(_) => fusebox::Verdict::Success,
+            DepError::Outage(_) => fusebox::Verdict::Failure,
+        }))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let s = Arc::new(Script::default());
+    let chain = Chain::builder("eod")
+        .provider("eod", &breaker, |_: &str| {
+            Err::<f64, _>(DepError::Business(Business))
+        })
+        .provider("backup", &vendor("backup", &clock), s.provider(1.0))
+        .build()
+        .unwrap();
+    let err = chain.lookup("AAPL").unwrap_err();
+    assert_eq!(err.declined().map(|d| d.0), Some("eod"));
+    assert_eq!(s.calls(), 0);
+    assert_eq!(breaker.snapshot().totals.successes, 1);
+}
