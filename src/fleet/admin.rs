@@ -21,7 +21,7 @@ use redis::{Connection, RedisError};
 
 use crate::fleet::link::{Link, Topology};
 
-use crate::fleet::scripts::{self, ActionKind, Keys, Script, View};
+use crate::fleet::scripts::{self, ActionKind, Cause, Keys, Script, View};
 use crate::fleet::url::RedisUrl;
 use crate::{ConfigError, State};
 
@@ -126,6 +126,45 @@ pub struct BreakerStatus {
     ///
     /// [`FleetBuilder::presence`]: crate::fleet::FleetBuilder::presence
     pub members: u64,
+    /// How many of those members have tripped the breaker locally within
+    /// the quorum window while the fleet was closed (see
+    /// [`FleetBuilder::min_members`]): each is open in its own process
+    /// only, until a quorum opens the fleet. Zero once the fleet opens.
+    ///
+    /// [`FleetBuilder::min_members`]: crate::fleet::FleetBuilder::min_members
+    pub tripped: u64,
+    /// What holds the fleet open, while it is open (or forced open).
+    pub opened_by: Option<OpenedBy>,
+}
+
+/// What opened a breaker in every process of the fleet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OpenedBy {
+    /// A quorum of members tripped it locally
+    /// ([`FleetBuilder::min_members`]), or a breaker that one process
+    /// serves tripped.
+    ///
+    /// [`FleetBuilder::min_members`]: crate::fleet::FleetBuilder::min_members
+    Quorum,
+    /// The fleet's recent-failures window reached its threshold
+    /// ([`FleetBuilder::failure_window`]).
+    ///
+    /// [`FleetBuilder::failure_window`]: crate::fleet::FleetBuilder::failure_window
+    FailureWindow,
+    /// An operator forced it open.
+    Operator,
+}
+
+impl OpenedBy {
+    /// `quorum`, `failure_window` or `operator`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpenedBy::Quorum => "quorum",
+            OpenedBy::FailureWindow => "failure_window",
+            OpenedBy::Operator => "operator",
+        }
+    }
 }
 
 /// A probe lease that one process's agent holds.
@@ -989,6 +1028,13 @@ fn status_of(name: &str, view: &View) -> BreakerStatus {
             .to_owned(),
         expires_in: Duration::from_millis(view.lease_ttl.max(0) as u64),
     });
+    let opened_by = match (state, view.cause) {
+        (State::ForcedOpen, _) => Some(OpenedBy::Operator),
+        (State::Open | State::HalfOpen, Cause::Window) => Some(OpenedBy::FailureWindow),
+        // Opened before causes were recorded: by a trip.
+        (State::Open | State::HalfOpen, _) => Some(OpenedBy::Quorum),
+        _ => None,
+    };
     BreakerStatus {
         name: name.to_owned(),
         state,
@@ -998,6 +1044,8 @@ fn status_of(name: &str, view: &View) -> BreakerStatus {
         lease,
         forced,
         members: view.members,
+        tripped: view.tripped,
+        opened_by,
     }
 }
 

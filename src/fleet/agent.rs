@@ -329,7 +329,19 @@ fn command(
     let mut cmd = keys.eval("EVALSHA", &shas[op.script() as usize]);
     match op {
         Op::Trip { open_ms, step } => {
-            cmd.arg(open_ms).arg(step).arg(&s.channel).arg(name);
+            let q = &s.quorum;
+            cmd.arg(open_ms)
+                .arg(step)
+                .arg(&s.channel)
+                .arg(name)
+                .arg(&s.agent)
+                .arg(q.min_members)
+                .arg(q.ratio_ppm)
+                .arg(q.window_ms)
+                .arg(s.presence.as_millis() as u64);
+        }
+        Op::Recover => {
+            cmd.arg(&s.agent);
         }
         Op::Reopen {
             token,
@@ -434,6 +446,8 @@ mod tests {
             step: 0,
             action: Action::default(),
             members: 1,
+            tripped: 0,
+            cause: Default::default(),
         };
         let mut held = Vec::new();
         for name in names {

@@ -36,6 +36,9 @@ pub(crate) enum Op {
     /// Stop serving the breaker: end this agent's presence among its
     /// members, and give back the lease under `token` (empty: none).
     Leave { token: String },
+    /// The local breaker, tripped alone, closed again on its own: its
+    /// trip no longer counts towards the fleet's quorum.
+    Recover,
 }
 
 impl Op {
@@ -48,13 +51,14 @@ impl Op {
             Op::Window { .. } => Script::Window,
             Op::Return { .. } => Script::Return,
             Op::Leave { .. } => Script::Leave,
+            Op::Recover => Script::Recover,
         }
     }
 
     /// Whether this write, applied, changes the fleet's state (a give-back
     /// only ends a lease).
     pub(crate) fn changes_state(&self) -> bool {
-        !matches!(self, Op::Return { .. } | Op::Leave { .. })
+        !matches!(self, Op::Return { .. } | Op::Leave { .. } | Op::Recover)
     }
 
     /// Whether a refusal of this write is the fence at work.
@@ -115,6 +119,11 @@ pub(crate) struct Member {
     failures_due: Instant,
     /// Whether the local breaker uses the lease it was let probe under.
     lease_use: LeaseUse,
+    /// While the local breaker is open by a trip of its own that did not
+    /// open the fleet (no quorum): the fleet's closed period (`epoch`) it
+    /// tripped in. The fleet's "closed" does not close it then; it probes
+    /// for itself. A new period of the fleet ends it.
+    alone: Option<i64>,
 }
 
 impl Member {
@@ -144,6 +153,7 @@ impl Member {
             failures,
             failures_due: Instant::now(),
             lease_use: LeaseUse::default(),
+            alone: None,
         };
         m.resync(breaker);
         m
@@ -295,6 +305,12 @@ impl Member {
     }
 
     fn op_for(&mut self, b: &Breaker, change: &StateChange) -> Option<Op> {
+        if self.alone.is_some() && change.to == State::Closed && change.reason != Reason::Fleet {
+            // Tripped alone and closed again here (its own probe, or a
+            // local operator's reset): its trip no longer counts.
+            self.alone = None;
+            return Some(Op::Recover);
+        }
         // What the fleet caused is not written back, and an operator's
         // action on the local breaker (through its own API) stays local.
         if change.reason == Reason::Fleet
@@ -386,6 +402,20 @@ impl Member {
         } else if op.is_fenced() {
             Stats::add(&stats.fenced);
         }
+        if let Op::Trip { .. } = op {
+            if !view.open && !view.action.kind.in_force() {
+                // No quorum: the trip stays this member's own.
+                if self.alone.is_none() {
+                    Stats::add(&stats.lone_trips);
+                }
+                self.alone = Some(view.epoch);
+            }
+        }
+        if view.open || self.alone.is_some_and(|e| e != view.epoch) {
+            // The fleet opened, or moved on (closed again, reset): this
+            // member follows it as every other.
+            self.alone = None;
+        }
         let now = Instant::now();
         if self.follow_operator(b, &view.action, view.now) {
             // An operator's override holds every process: no hold, no
@@ -399,7 +429,9 @@ impl Member {
         if !view.open {
             self.token = None;
             self.released = false;
-            self.hold(b, None, 0, stats);
+            if self.alone.is_none() {
+                self.hold(b, None, 0, stats);
+            }
             self.next_sync = now + s.refresh;
             return;
         }
@@ -627,6 +659,7 @@ pub(crate) mod tests {
             window: None,
             presence: Duration::from_secs(5),
             idle_expiry: Duration::from_secs(3_600),
+            quorum: crate::fleet::Quorum::DEFAULT,
         }
     }
 
@@ -659,6 +692,8 @@ pub(crate) mod tests {
             step: 0,
             action: Action::default(),
             members: 1,
+            tripped: 0,
+            cause: Default::default(),
         }
     }
 

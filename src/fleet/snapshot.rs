@@ -46,6 +46,14 @@ pub struct FleetSnapshot {
     /// Fleet trips made by this agent's window writes: the fleet's failures
     /// reached the window's threshold. Also counted in `published`.
     pub window_trips: u64,
+    /// Local trips this agent wrote that did not open the fleet: no quorum
+    /// of members had tripped ([`FleetBuilder::min_members`]). The breaker
+    /// stays open in this process only and probes for itself. Counted once
+    /// per lone outage of a breaker (its own re-opens are not counted
+    /// again).
+    ///
+    /// [`FleetBuilder::min_members`]: crate::fleet::FleetBuilder::min_members
+    pub lone_trips: u64,
 }
 
 /// The counters, shared between the agent thread and its handle.
@@ -64,6 +72,7 @@ pub(crate) struct Stats {
     pub(crate) reads: AtomicU64,
     pub(crate) failures_published: AtomicU64,
     pub(crate) window_trips: AtomicU64,
+    pub(crate) lone_trips: AtomicU64,
 }
 
 impl Stats {
@@ -87,6 +96,7 @@ impl Stats {
             reads: get(&self.reads),
             failures_published: get(&self.failures_published),
             window_trips: get(&self.window_trips),
+            lone_trips: get(&self.lone_trips),
         }
     }
 }

@@ -16,7 +16,7 @@ use crate::registry::Registry;
 type Count = fn(&FleetSnapshot) -> u64;
 
 /// The counters, in the order they are encoded.
-const COUNTERS: [(&str, &str, Count); 11] = [
+const COUNTERS: [(&str, &str, Count); 12] = [
     (
         "fusebox_fleet_outages",
         "Redis outages the fleet agent has seen (one log line each).",
@@ -71,6 +71,11 @@ const COUNTERS: [(&str, &str, Count); 11] = [
         "fusebox_fleet_window_trips",
         "Fleet trips made when the recent-failures window reached its threshold.",
         |s| s.window_trips,
+    ),
+    (
+        "fusebox_fleet_lone_trips",
+        "Local trips that did not open the fleet: no quorum of members had tripped.",
+        |s| s.lone_trips,
     ),
 ];
 

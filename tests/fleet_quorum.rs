@@ -1,0 +1,376 @@
+//! The fleet's quorum, against a real `redis-server` on a free loopback
+//! port, with one `Fleet` (agent) per member standing for one process: a
+//! member's local trip alone opens only its own breaker, which probes for
+//! itself; the fleet opens when enough members trip within the quorum
+//! window, or when the recent-failures window reaches its threshold; an
+//! operator's override still reaches every member at once; a member that
+//! stops renewing its presence leaves the count.
+//!
+//! Local time comes from mock clocks, moved only where a test says so. The
+//! fleet's time is the Redis server's: tests wait for it by polling,
+//! bounded by `PATIENCE`, and mark "later" by counting the agents' reads,
+//! never by how long anything took.
+#![cfg(feature = "redis")]
+
+mod common;
+#[path = "support/fleet_kit.rs"]
+mod fleet_kit;
+#[path = "support/redis_server.rs"]
+mod redis_server;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{fail, quiet, succeed, MS, SEC};
+use fleet_kit::{connected, quorum_fleet, redis_conn};
+use fusebox::fleet::{Fleet, FleetAdmin, FleetBuilder, OpenedBy};
+use fusebox::{Breaker, ConfigError, Reason, State};
+use redis_server::{wait_for, RedisServer};
+
+/// A breaker `vendor` that opens on its first failure for 200 ms of its
+/// mock clock, and the clock's handle.
+fn vendor() -> (Breaker, Arc<quanta::Mock>) {
+    let (b, mock) = quiet("vendor");
+    let b = b
+        .consecutive_failure_threshold(1)
+        .open_duration(200 * MS)
+        .max_probe_duration(60 * SEC)
+        .build()
+        .expect("valid configuration");
+    (b, mock)
+}
+
+struct Member {
+    fleet: Fleet,
+    breaker: Breaker,
+    clock: Arc<quanta::Mock>,
+}
+
+/// `n` members under `prefix`, each built by `build`, every one connected
+/// and counted among the breaker's members.
+fn members(
+    redis: &RedisServer,
+    prefix: &str,
+    n: usize,
+    build: impl Fn(FleetBuilder) -> FleetBuilder,
+) -> Vec<Member> {
+    let all: Vec<Member> = (0..n)
+        .map(|_| {
+            let fleet = build(quorum_fleet(redis, prefix)).build().unwrap();
+            let (breaker, clock) = vendor();
+            fleet.join(&breaker).unwrap();
+            Member {
+                fleet,
+                breaker,
+                clock,
+            }
+        })
+        .collect();
+    wait_for("every agent to connect", || {
+        all.iter().all(|m| connected(&m.fleet))
+    });
+    let mut ops = admin(redis, prefix);
+    wait_for("every member to be counted", || {
+        ops.status("vendor").unwrap().members == n as u64
+    });
+    all
+}
+
+fn admin(redis: &RedisServer, prefix: &str) -> FleetAdmin {
+    FleetAdmin::connect(&redis.url(), prefix, 10 * SEC).unwrap()
+}
+
+/// Waits until `fleet`'s agent has read the fleet `n` more times.
+fn reads_more(fleet: &Fleet, n: u64) {
+    let from = fleet.snapshot().reads;
+    wait_for("more reads", || fleet.snapshot().reads >= from + n);
+}
+
+/// Calls that reached the vendor (its closure ran) out of `n`.
+fn calls_made(b: &Breaker, n: u32) -> u32 {
+    let mut made = 0;
+    for _ in 0..n {
+        let _ = b.call(|| {
+            made += 1;
+            Ok::<_, std::io::Error>(())
+        });
+    }
+    made
+}
+
+fn leases_issued(redis: &RedisServer, prefix: &str) -> i64 {
+    let leases: Option<i64> = redis::cmd("HGET")
+        .arg(format!("{{{prefix}:vendor}}:state"))
+        .arg("leases")
+        .query(&mut redis_conn(redis))
+        .unwrap();
+    leases.unwrap_or(0)
+}
+
+#[test]
+fn one_members_trip_among_three_opens_only_its_own_breaker() {
+    let redis = RedisServer::start();
+    let m = members(&redis, "one-sick", 3, |b| b);
+    let mut ops = admin(&redis, "one-sick");
+
+    // Member 0's own closure fails (its host is sick); the vendor is fine.
+    assert!(fail(&m[0].breaker).is_err());
+    assert_eq!(m[0].breaker.state(), State::Open);
+    wait_for("the lone trip to be written", || {
+        m[0].fleet.snapshot().lone_trips == 1
+    });
+    let status = ops.status("vendor").unwrap();
+    assert_eq!(status.state, State::Closed, "{status:?}");
+    assert_eq!((status.members, status.tripped), (3, 1), "{status:?}");
+    assert_eq!(status.opened_by, None);
+
+    // Every agent reads the fleet several times after the trip: the other
+    // two stay closed and call the vendor, the sick one stays open.
+    for x in &m {
+        reads_more(&x.fleet, 5);
+    }
+    for x in &m[1..] {
+        assert_eq!(x.breaker.state(), State::Closed);
+        assert_eq!(calls_made(&x.breaker, 20), 20, "the vendor is called");
+    }
+    assert_eq!(m[0].breaker.state(), State::Open, "its own trip holds");
+    assert_eq!(
+        calls_made(&m[0].breaker, 20),
+        0,
+        "its own calls are refused"
+    );
+    assert_eq!(ops.status("vendor").unwrap().state, State::Closed);
+    assert_eq!(leases_issued(&redis, "one-sick"), 0);
+}
+
+#[test]
+fn two_of_three_members_tripped_open_the_fleet_with_one_probe() {
+    let redis = RedisServer::start();
+    // Leases that neither run out nor go back unused within the test.
+    let m = members(&redis, "two-of-three", 3, |b| {
+        b.probe_lease(600 * SEC).lease_idle(300 * SEC)
+    });
+    let mut ops = admin(&redis, "two-of-three");
+
+    assert!(fail(&m[0].breaker).is_err());
+    wait_for("the first trip to be written", || {
+        ops.status("vendor").unwrap().tripped == 1
+    });
+    assert_eq!(m[2].breaker.state(), State::Closed);
+    assert!(fail(&m[1].breaker).is_err());
+    wait_for("the quorum to open the third member", || {
+        m[2].breaker.state() == State::Open
+    });
+    let last = m[2].breaker.snapshot().last_transition.unwrap();
+    assert_eq!(last.reason, Reason::Fleet);
+    let status = ops.status("vendor").unwrap();
+    assert_eq!(status.opened_by, Some(OpenedBy::Quorum), "{status:?}");
+    assert_eq!(status.tripped, 0, "a new period starts the count afresh");
+    assert_eq!(m[0].fleet.snapshot().lone_trips, 1);
+    assert_eq!(m[1].fleet.snapshot().lone_trips, 0);
+
+    // The open period ends on the server's clock: one lease, one member let
+    // probe, whose success closes the fleet everywhere.
+    wait_for("one agent to win the lease", || {
+        m.iter().map(|x| x.fleet.snapshot().leases_won).sum::<u64>() == 1
+    });
+    for x in &m {
+        reads_more(&x.fleet, 3);
+        // Each local clock moves past its own open period: only the lease
+        // decides who may probe.
+        x.clock.increment(SEC);
+    }
+    let winners: Vec<&Member> = m
+        .iter()
+        .filter(|x| x.fleet.snapshot().leases_won == 1)
+        .collect();
+    assert_eq!(winners.len(), 1);
+    for x in &m {
+        if x.fleet.snapshot().leases_won == 0 {
+            assert_eq!(calls_made(&x.breaker, 5), 0, "only the holder probes");
+        }
+    }
+    assert!(succeed(&winners[0].breaker).is_ok(), "the fleet's probe");
+    wait_for("the close to reach every member", || {
+        m.iter().all(|x| x.breaker.state() == State::Closed)
+    });
+    assert_eq!(leases_issued(&redis, "two-of-three"), 1);
+    assert_eq!(ops.status("vendor").unwrap().state, State::Closed);
+}
+
+#[test]
+fn a_fleet_of_one_opens_at_its_first_trip_with_the_defaults() {
+    let redis = RedisServer::start();
+    let m = members(&redis, "alone", 1, |b| b);
+    let mut ops = admin(&redis, "alone");
+    assert!(fail(&m[0].breaker).is_err());
+    wait_for("the fleet to open", || {
+        ops.status("vendor").unwrap().state != State::Closed
+    });
+    let status = ops.status("vendor").unwrap();
+    assert_eq!(status.opened_by, Some(OpenedBy::Quorum), "{status:?}");
+    assert_eq!(m[0].fleet.snapshot().lone_trips, 0);
+
+    // A process that starts now follows the fleet, as before quorums.
+    let late = quorum_fleet(&redis, "alone").build().unwrap();
+    let (b, _clock) = vendor();
+    late.join(&b).unwrap();
+    wait_for("the new member to be held open", || {
+        b.state() == State::Open
+    });
+}
+
+#[test]
+fn the_failure_window_opens_the_fleet_without_a_quorum() {
+    let redis = RedisServer::start();
+    let m = members(&redis, "window", 3, |b| b.failure_window(4, 10 * SEC));
+    let mut ops = admin(&redis, "window");
+    // Breakers that never trip on their own: only the window opens them.
+    let quiet_breakers: Vec<Breaker> = m
+        .iter()
+        .map(|x| {
+            let (b, _) = quiet("quiet-vendor");
+            let b = b
+                .consecutive_failure_threshold(100)
+                .open_duration(SEC)
+                .build()
+                .unwrap();
+            x.fleet.join(&b).unwrap();
+            b
+        })
+        .collect();
+    for b in &quiet_breakers[..2] {
+        for _ in 0..2 {
+            assert!(fail(b).is_err());
+        }
+    }
+    wait_for("the window to open the third member", || {
+        quiet_breakers[2].state() == State::Open
+    });
+    let status = ops.status("quiet-vendor").unwrap();
+    assert_eq!(
+        status.opened_by,
+        Some(OpenedBy::FailureWindow),
+        "{status:?}"
+    );
+    assert!(m.iter().all(|x| x.fleet.snapshot().lone_trips == 0));
+}
+
+#[test]
+fn an_operators_force_open_still_reaches_every_member_at_once() {
+    let redis = RedisServer::start();
+    let m = members(&redis, "ops", 3, |b| b);
+    let mut ops = admin(&redis, "ops");
+    ops.force_open("vendor", "alice", "vendor maintenance", None)
+        .unwrap();
+    wait_for("every member to be forced open", || {
+        m.iter().all(|x| x.breaker.state() == State::ForcedOpen)
+    });
+    let status = ops.status("vendor").unwrap();
+    assert_eq!(status.opened_by, Some(OpenedBy::Operator), "{status:?}");
+    ops.reset("vendor", "alice", "done").unwrap();
+    wait_for("every member to be closed", || {
+        m.iter().all(|x| x.breaker.state() == State::Closed)
+    });
+    assert_eq!(ops.status("vendor").unwrap().opened_by, None);
+}
+
+#[test]
+fn a_member_tripped_alone_probes_for_itself_and_its_flapping_leaves_the_fleet_closed() {
+    let redis = RedisServer::start();
+    let m = members(&redis, "flap", 3, |b| b);
+    let mut ops = admin(&redis, "flap");
+    let epoch = ops.status("vendor").unwrap().epoch;
+    let sick = &m[0];
+
+    // It flaps: trips, and each probe of its own fails, three times.
+    assert!(fail(&sick.breaker).is_err());
+    wait_for("the lone trip", || sick.fleet.snapshot().lone_trips == 1);
+    for _ in 0..3 {
+        reads_more(&sick.fleet, 3);
+        assert_eq!(sick.breaker.state(), State::Open, "the fleet left it open");
+        sick.clock.increment(10 * SEC); // past its own open period
+        assert!(fail(&sick.breaker).is_err(), "its own probe, failing");
+        assert_eq!(sick.breaker.state(), State::Open);
+    }
+    for x in &m[1..] {
+        reads_more(&x.fleet, 3);
+        assert_eq!(x.breaker.state(), State::Closed);
+        assert_eq!(calls_made(&x.breaker, 5), 5);
+    }
+    let status = ops.status("vendor").unwrap();
+    assert_eq!((status.state, status.epoch), (State::Closed, epoch));
+    assert_eq!(status.tripped, 1);
+
+    // Its probe succeeds: it closes on its own, and no longer counts.
+    reads_more(&sick.fleet, 3);
+    sick.clock.increment(60 * SEC);
+    assert!(succeed(&sick.breaker).is_ok(), "its own probe");
+    assert_eq!(sick.breaker.state(), State::Closed);
+    wait_for("its trip to stop counting", || {
+        ops.status("vendor").unwrap().tripped == 0
+    });
+    assert_eq!(leases_issued(&redis, "flap"), 0, "it held no fleet lease");
+    assert_eq!(ops.status("vendor").unwrap().epoch, epoch);
+    assert_eq!(sick.fleet.snapshot().lone_trips, 1, "one lone outage");
+}
+
+#[test]
+fn a_member_that_stops_renewing_leaves_the_count_with_its_trip() {
+    let redis = RedisServer::start();
+    let short = |b: FleetBuilder| b.presence(300 * MS);
+    let mut m = members(&redis, "killed", 3, short);
+    let mut ops = admin(&redis, "killed");
+
+    assert!(fail(&m[0].breaker).is_err());
+    wait_for("the first trip to count", || {
+        ops.status("vendor").unwrap().tripped == 1
+    });
+    // Its process dies: its agent stops and its presence runs out.
+    let dead = m.remove(0);
+    drop(dead.fleet);
+    wait_for("the dead member to leave the count", || {
+        let s = ops.status("vendor").unwrap();
+        s.members == 2 && s.tripped == 0
+    });
+
+    // One more trip: one of the two live members, not a quorum, though two
+    // members have tripped within the window.
+    assert!(fail(&m[0].breaker).is_err());
+    wait_for("the second lone trip", || {
+        m[0].fleet.snapshot().lone_trips == 1
+    });
+    reads_more(&m[1].fleet, 5);
+    assert_eq!(m[1].breaker.state(), State::Closed);
+    let status = ops.status("vendor").unwrap();
+    assert_eq!((status.state, status.tripped), (State::Closed, 1));
+
+    // A member rejoins and trips: two of three live members, the quorum.
+    let fleet = short(quorum_fleet(&redis, "killed")).build().unwrap();
+    let (breaker, _clock) = vendor();
+    fleet.join(&breaker).unwrap();
+    wait_for("three members", || {
+        ops.status("vendor").unwrap().members == 3
+    });
+    assert!(fail(&breaker).is_err());
+    wait_for("the quorum to open the last member", || {
+        m[1].breaker.state() == State::Open
+    });
+}
+
+#[test]
+fn build_refuses_a_quorum_it_cannot_apply_naming_the_field() {
+    let refused = |b: FleetBuilder, field: &str| match b.build() {
+        Err(ConfigError::Invalid { field: f, .. }) => assert_eq!(f, field),
+        other => panic!("{field}: {other:?}"),
+    };
+    let b = || Fleet::builder("redis://127.0.0.1:1/");
+    refused(b().min_members(0), "min_members");
+    for ratio in [f64::NAN, -0.1, 1.5, f64::INFINITY] {
+        refused(b().member_ratio(ratio), "member_ratio");
+    }
+    refused(b().quorum_window(Duration::ZERO), "quorum_window");
+    refused(b().quorum_window(25 * 3_600 * SEC), "quorum_window");
+    assert!(b().min_members(1).member_ratio(0.0).build().is_ok());
+    assert!(b().min_members(5).member_ratio(1.0).build().is_ok());
+}
