@@ -189,6 +189,18 @@ fn one_members_trip_among_three_opens_only_its_own_breaker() {
     );
     assert_eq!(ops.status("vendor").unwrap().state, State::Closed);
     assert_eq!(leases_issued(&redis, "one-sick"), 0);
+
+    // Each agent's snapshot shows the breaker as it last read it.
+    let seen = |f: &Fleet| f.snapshot().quorum;
+    let sick = seen(&m[0].fleet);
+    assert_eq!(sick.len(), 1);
+    let (q, healthy) = (&sick[0], &seen(&m[1].fleet)[0]);
+    assert_eq!(q.name, "vendor");
+    assert_eq!(
+        (q.members, q.tripped, q.opened_by, q.alone),
+        (3, 1, None, true)
+    );
+    assert_eq!((healthy.tripped, healthy.alone), (1, false));
 }
 
 /// The scenario: one member of five whose own calls all fail (its
@@ -322,6 +334,10 @@ fn two_of_three_members_tripped_open_the_fleet_with_one_probe() {
     let status = ops.status("vendor").unwrap();
     assert_eq!(status.opened_by, Some(OpenedBy::Quorum), "{status:?}");
     assert_eq!(status.tripped, 0, "a new period starts the count afresh");
+    wait_for("the first member's snapshot to show the fleet open", || {
+        let q = &m[0].fleet.snapshot().quorum[0];
+        q.opened_by == Some(OpenedBy::Quorum) && !q.alone
+    });
     assert_eq!(m[0].fleet.snapshot().lone_trips, 1);
     assert_eq!(m[1].fleet.snapshot().lone_trips, 0);
 

@@ -139,6 +139,11 @@ pub struct BreakerStatus {
 
 /// What opened a breaker in every process of the fleet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    any(feature = "serde", feature = "admin"),
+    derive(serde::Serialize),
+    serde(rename_all = "snake_case")
+)]
 #[non_exhaustive]
 pub enum OpenedBy {
     /// A quorum of members tripped it locally
@@ -157,6 +162,19 @@ pub enum OpenedBy {
 }
 
 impl OpenedBy {
+    /// What holds the fleet open in `view`, if anything: an operator's
+    /// force-open, else what opened it (a view from before causes were
+    /// recorded: a trip).
+    pub(crate) fn of(view: &View) -> Option<OpenedBy> {
+        match view.action.kind {
+            ActionKind::Open => Some(OpenedBy::Operator),
+            ActionKind::Closed => None,
+            _ if !view.open => None,
+            _ if view.cause == Cause::Window => Some(OpenedBy::FailureWindow),
+            _ => Some(OpenedBy::Quorum),
+        }
+    }
+
     /// `quorum`, `failure_window` or `operator`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -1028,13 +1046,6 @@ fn status_of(name: &str, view: &View) -> BreakerStatus {
             .to_owned(),
         expires_in: Duration::from_millis(view.lease_ttl.max(0) as u64),
     });
-    let opened_by = match (state, view.cause) {
-        (State::ForcedOpen, _) => Some(OpenedBy::Operator),
-        (State::Open | State::HalfOpen, Cause::Window) => Some(OpenedBy::FailureWindow),
-        // Opened before causes were recorded: by a trip.
-        (State::Open | State::HalfOpen, _) => Some(OpenedBy::Quorum),
-        _ => None,
-    };
     BreakerStatus {
         name: name.to_owned(),
         state,
@@ -1045,7 +1056,7 @@ fn status_of(name: &str, view: &View) -> BreakerStatus {
         forced,
         members: view.members,
         tripped: view.tripped,
-        opened_by,
+        opened_by: OpenedBy::of(view),
     }
 }
 

@@ -245,6 +245,7 @@ impl Agent {
     fn remove(&mut self, i: usize) {
         let m = self.members.swap_remove(i);
         self.by_name.remove(m.name());
+        self.stats.forget(m.name());
         if let Some(moved) = self.members.get(i) {
             self.by_name.insert(moved.name().to_owned(), i);
         }

@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 
 use crate::breaker::WeakBreaker;
+use crate::fleet::admin::OpenedBy;
 use crate::fleet::idle::LeaseUse;
 use crate::fleet::scripts::{lease_of, Action, ActionKind, Keys, Script, View};
-use crate::fleet::snapshot::Stats;
+use crate::fleet::snapshot::{FleetBreaker, Stats};
 use crate::fleet::Settings;
 use crate::{Breaker, Reason, State, StateChange, Subscription};
 
@@ -362,6 +363,16 @@ impl Member {
     ) {
         self.read_again = false;
         self.apply_view(b, op, view, agent, s, stats);
+        stats.read(
+            &self.name,
+            FleetBreaker {
+                name: String::new(),
+                members: view.members,
+                tripped: view.tripped,
+                opened_by: OpenedBy::of(view),
+                alone: self.alone.is_some(),
+            },
+        );
         if self.read_again {
             self.next_sync = Instant::now();
         }

@@ -87,7 +87,7 @@ pub use admin::{
     FleetAdminError, FleetTransition, FleetWatch, OpenedBy, Override, ProbeLease, MAX_ACTOR_LEN,
     MAX_OVERRIDE, MAX_REASON_LEN,
 };
-pub use snapshot::FleetSnapshot;
+pub use snapshot::{FleetBreaker, FleetSnapshot};
 
 use crate::breaker::WeakBreaker;
 use crate::{Breaker, ConfigError};
