@@ -19,6 +19,14 @@
 //! step is the fleet's: a failed probe re-opens at the fleet's step plus
 //! one, whichever process made it, and a close resets it.
 //!
+//! A local trip opens the breaker in every process only with a quorum: at
+//! least [`min_members`](FleetBuilder::min_members) live members, and
+//! [`member_ratio`](FleetBuilder::member_ratio) of them, tripped within
+//! [`quorum_window`](FleetBuilder::quorum_window) (by default two, and half;
+//! a fleet of one opens at its trip). A member that trips alone stays open
+//! in its own process and probes for itself, and the others keep calling:
+//! one sick host does not stop the fleet.
+//!
 //! With [`FleetBuilder::failure_window`], the breakers' failures also add up
 //! across processes in a window in Redis, which opens the breaker
 //! everywhere when it reaches its threshold.
