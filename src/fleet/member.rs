@@ -742,6 +742,63 @@ pub(crate) mod tests {
         assert_eq!(stats.leases_won.load(Ordering::Relaxed), 1);
     }
 
+    /// The fleet closed in period `epoch`, with three members, one tripped.
+    fn closed(epoch: i64) -> View {
+        View {
+            open: false,
+            epoch,
+            open_until: 0,
+            now: 2_000,
+            lease: String::new(),
+            lease_ttl: -2,
+            applied: false,
+            step: 0,
+            action: Action::default(),
+            members: 3,
+            tripped: 1,
+            cause: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_trip_without_a_quorum_stays_open_until_the_fleet_moves_on() {
+        let (s, stats) = (settings(), Stats::default());
+        let b = vendor("vendor");
+        let mut m = Member::new(&b, b.subscribe(16).unwrap(), &s.prefix, false);
+        m.ops.clear();
+        assert!(call(&b, false).is_err());
+        m.collect(&b, Instant::now(), &s, &stats);
+        let trip = m.ops.first().cloned().expect("the trip is written");
+        assert!(matches!(trip, Op::Trip { .. }), "{trip:?}");
+        m.apply(&b, &trip, &closed(4), AGENT, &s, &stats);
+        m.apply(&b, &Op::Sync, &closed(4), AGENT, &s, &stats);
+        assert_eq!(
+            b.state(),
+            State::Open,
+            "the fleet's closed does not close it"
+        );
+        assert_eq!(stats.lone_trips.load(Ordering::Relaxed), 1);
+        // The fleet opened and closed meanwhile: it follows the fleet.
+        m.apply(&b, &Op::Sync, &closed(6), AGENT, &s, &stats);
+        assert_eq!(b.state(), State::Closed);
+    }
+
+    #[test]
+    fn a_member_tripped_alone_that_closes_on_its_own_writes_its_recovery() {
+        let (s, stats) = (settings(), Stats::default());
+        let b = vendor("vendor");
+        let mut m = Member::new(&b, b.subscribe(16).unwrap(), &s.prefix, false);
+        m.ops.clear();
+        assert!(call(&b, false).is_err());
+        m.collect(&b, Instant::now(), &s, &stats);
+        let trip = m.ops.remove(0);
+        m.ops.clear();
+        m.apply(&b, &trip, &closed(4), AGENT, &s, &stats);
+        b.reset("ops", "the host is fixed");
+        m.collect(&b, Instant::now(), &s, &stats);
+        assert_eq!(m.ops.first(), Some(&Op::Recover), "{:?}", m.ops);
+    }
+
     #[test]
     fn a_fleet_reset_never_undoes_an_override_made_after_the_agent_looked() {
         let b = vendor("vendor");
