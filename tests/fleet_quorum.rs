@@ -90,6 +90,12 @@ fn members_open(
     wait_for("every member to be counted", || {
         ops.status("vendor").unwrap().members == n as u64
     });
+    // A session's trips are judged once it is `presence` old (a second
+    // here): reads come no closer together than the 20 ms refresh, and
+    // nothing else asks for one yet, so 75 reads take a second and a half.
+    wait_for("every agent's session to settle", || {
+        all.iter().all(|m| m.fleet.snapshot().reads >= 75)
+    });
     all
 }
 
@@ -504,6 +510,74 @@ fn a_member_that_stops_renewing_leaves_the_count_with_its_trip() {
     wait_for("the quorum to open the last member", || {
         m[1].breaker.state() == State::Open
     });
+}
+
+/// Redis restarted empty: the members key is gone, and the first agent back
+/// would be a fleet of one. Its trip, written again at reconnection, is
+/// only recorded until its session is `presence` old; by then the others
+/// are back, and one trip of three is no quorum.
+#[test]
+fn after_redis_restarted_empty_the_first_member_back_does_not_open_the_fleet_alone() {
+    let mut redis = RedisServer::start();
+    let m: Vec<Member> = (0..3)
+        .map(|i| {
+            // Member 0 reconnects within 50 ms, the others after 400 ms.
+            let backoff = if i == 0 { 5 * MS } else { 400 * MS };
+            let fleet = quorum_fleet(&redis, "restart")
+                .reconnect_backoff(backoff, backoff.max(50 * MS))
+                .build()
+                .unwrap();
+            let (breaker, clock) = vendor();
+            fleet.join(&breaker).unwrap();
+            Member {
+                fleet,
+                breaker,
+                clock,
+            }
+        })
+        .collect();
+    wait_for("every agent to connect", || {
+        m.iter().all(|x| connected(&x.fleet))
+    });
+    redis.kill();
+    wait_for("every agent to count the outage", || {
+        m.iter().all(|x| x.fleet.snapshot().outages >= 1)
+    });
+    assert!(fail(&m[0].breaker).is_err(), "a trip on local state");
+    redis.restart();
+    wait_for("every agent back", || {
+        m.iter().all(|x| x.fleet.snapshot().connected)
+    });
+    wait_for("the trip to be judged, with no quorum", || {
+        m[0].fleet.snapshot().lone_trips == 1
+    });
+    for x in &m[1..] {
+        reads_more(&x.fleet, 5);
+        assert_eq!(x.breaker.state(), State::Closed);
+    }
+    let status = admin(&redis, "restart").status("vendor").unwrap();
+    assert_eq!(
+        (status.state, status.members, status.tripped),
+        (State::Closed, 3, 1),
+        "{status:?}"
+    );
+}
+
+/// The same restart with one member: once its session is settled, its
+/// trip is judged, and a fleet of one opens at it.
+#[test]
+fn after_redis_restarted_empty_a_fleet_of_one_opens_at_its_trip_once_settled() {
+    let mut redis = RedisServer::start();
+    let m = members(&redis, "restart-one", 1, |b| b);
+    redis.kill();
+    wait_for("the outage", || m[0].fleet.snapshot().outages >= 1);
+    assert!(fail(&m[0].breaker).is_err(), "a trip on local state");
+    redis.restart();
+    let mut ops = admin(&redis, "restart-one");
+    wait_for("the fleet to open", || {
+        ops.status("vendor").unwrap().opened_by == Some(OpenedBy::Quorum)
+    });
+    assert_eq!(m[0].fleet.snapshot().lone_trips, 0);
 }
 
 #[test]

@@ -17,8 +17,15 @@ use crate::{Breaker, Reason, State, StateChange, Subscription};
 /// A write to the fleet that a local change asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Op {
-    /// Open the fleet's breaker (a local trip).
-    Trip { open_ms: u64, step: u32 },
+    /// A local trip: opens the fleet's breaker if a quorum of members has
+    /// tripped it. With `judge` false (set by the agent while its session
+    /// is younger than `presence`: the members may not all have renewed
+    /// their presence yet), the trip is only recorded.
+    Trip {
+        open_ms: u64,
+        step: u32,
+        judge: bool,
+    },
     /// The probe under `token` failed: a new open period.
     Reopen {
         token: String,
@@ -125,6 +132,10 @@ pub(crate) struct Member {
     /// tripped in. The fleet's "closed" does not close it then; it probes
     /// for itself. A new period of the fleet ends it.
     alone: Option<i64>,
+    /// Whether the last trip written was only recorded, not judged (the
+    /// session was too young): it is written again once the session is
+    /// settled, if the breaker is still open alone.
+    unjudged: bool,
 }
 
 impl Member {
@@ -155,6 +166,7 @@ impl Member {
             failures_due: Instant::now(),
             lease_use: LeaseUse::default(),
             alone: None,
+            unjudged: false,
         };
         m.resync(breaker);
         m
@@ -331,7 +343,11 @@ impl Member {
                         open_ms,
                         step,
                     },
-                    None => Op::Trip { open_ms, step },
+                    None => Op::Trip {
+                        open_ms,
+                        step,
+                        judge: true,
+                    },
                 })
             }
             (State::HalfOpen, State::Closed) => {
@@ -413,19 +429,24 @@ impl Member {
         } else if op.is_fenced() {
             Stats::add(&stats.fenced);
         }
-        if let Op::Trip { .. } = op {
+        if let Op::Trip { judge, .. } = op {
             if !view.open && !view.action.kind.in_force() {
-                // No quorum: the trip stays this member's own.
-                if self.alone.is_none() {
+                // No quorum: the trip stays this member's own. Counted
+                // once per lone outage, when a quorum was looked for.
+                if *judge && (self.alone.is_none() || self.unjudged) {
                     Stats::add(&stats.lone_trips);
                 }
                 self.alone = Some(view.epoch);
+                self.unjudged = !judge;
             }
         }
         if view.open || self.alone.is_some_and(|e| e != view.epoch) {
             // The fleet opened, or moved on (closed again, reset): this
             // member follows it as every other.
             self.alone = None;
+        }
+        if self.alone.is_none() {
+            self.unjudged = false;
         }
         let now = Instant::now();
         if self.follow_operator(b, &view.action, view.now) {
@@ -491,6 +512,19 @@ impl Member {
             } else {
                 now + s.refresh
             };
+        }
+    }
+
+    /// Once the agent's session is settled: writes again a trip that was
+    /// only recorded, if the breaker is still open by it, so that the
+    /// quorum is judged with every member's presence renewed.
+    pub(crate) fn judge_again(&mut self, b: &Breaker) {
+        // The answer to the trip clears `unjudged`, in this same tick.
+        if !self.unjudged || self.ops.iter().any(|op| matches!(op, Op::Trip { .. })) {
+            return;
+        }
+        if self.alone.is_some() && b.state() == State::Open {
+            self.ops.push(trip(b));
         }
     }
 
@@ -620,7 +654,11 @@ fn is_probe(change: &StateChange) -> bool {
 /// A trip's write, with the open period the local breaker chose.
 fn trip(breaker: &Breaker) -> Op {
     let (open_ms, step) = open_period(breaker);
-    Op::Trip { open_ms, step }
+    Op::Trip {
+        open_ms,
+        step,
+        judge: true,
+    }
 }
 
 /// The local breaker's open period in milliseconds, and its backoff step.

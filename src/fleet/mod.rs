@@ -178,6 +178,12 @@ impl Quorum {
         ratio_ppm: 500_000,
         window_ms: 60_000,
     };
+    /// Whether any one member's trip opens the fleet, however many members
+    /// there are (`min_members(1)`, `member_ratio(0.0)`).
+    pub(crate) fn counts_any(&self) -> bool {
+        self.min_members <= 1 && self.ratio_ppm == 0
+    }
+
     /// The shortest and longest quorum window.
     const WINDOW_MIN: Duration = Duration::from_millis(10);
     const WINDOW_MAX: Duration = Duration::from_secs(24 * 60 * 60);
@@ -854,6 +860,7 @@ impl FleetBuilder {
             members: Vec::new(),
             by_name: Default::default(),
             leaving: Vec::new(),
+            unsettled_until: std::time::Instant::now(),
         };
         let thread = std::thread::Builder::new()
             .name("fusebox-fleet".into())

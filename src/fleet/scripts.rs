@@ -142,7 +142,7 @@ end
 "#;
 
 /// A local trip: ARGV = open_ms, step, channel, name, agent, min_members,
-/// ratio_ppm, quorum_ms, presence_ms.
+/// ratio_ppm, quorum_ms, presence_ms, judge.
 ///
 /// While the fleet is closed, the trip is recorded among the breaker's
 /// tripped members (`KEYS[6]`) for `quorum_ms`, and the agent's presence
@@ -150,7 +150,9 @@ end
 /// server's now, by `quorum`, only when the live members tripped within
 /// the window are at least `min_members` (or every live member, in a fleet
 /// smaller than that) and at least `ratio_ppm` parts per million of the
-/// live members. Otherwise the trip stays the member's own.
+/// live members. Otherwise the trip stays the member's own. With `judge`
+/// 0 (the agent's session is younger than `presence`, so members may not
+/// have renewed their presence yet), the trip is only recorded.
 const TRIP: &str = r#"
 if state == 'open' then
   return view(0)
@@ -164,7 +166,7 @@ redis.call('ZREMRANGEBYSCORE', tripped, '-inf', '(' .. now)
 redis.call('PEXPIRE', tripped, ARGV[8])
 local live = redis.call('ZCOUNT', members, now, '+inf')
 local n = tripped_now()
-if n >= math.min(tonumber(ARGV[6]), live) and n * 1000000 >= tonumber(ARGV[7]) * live then
+if ARGV[10] == '1' and n >= math.min(tonumber(ARGV[6]), live) and n * 1000000 >= tonumber(ARGV[7]) * live then
   redis.call('HSET', KEYS[1], 'cause', 'quorum')
   return new_period(ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 end
