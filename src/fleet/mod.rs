@@ -680,6 +680,13 @@ impl FleetBuilder {
     /// before quorums). Operators' overrides act on every process at once,
     /// whatever the quorum.
     ///
+    /// For the first [`presence`](Self::presence) of each session with
+    /// Redis, a trip is recorded but not judged: after a Redis restarted
+    /// empty, or at a fleet's start, the members have not all renewed their
+    /// presence yet, and the first one back would count as a fleet of one.
+    /// A breaker still open by such a trip is written again, and judged,
+    /// once the session is that old.
+    ///
     /// Give every process the same setting: each trip is judged by its
     /// writer's.
     pub fn min_members(mut self, members: u32) -> Self {
