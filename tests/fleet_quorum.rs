@@ -512,6 +512,47 @@ fn a_member_that_stops_renewing_leaves_the_count_with_its_trip() {
     });
 }
 
+/// Members come and go while the fleet is open: one leaves (and goes on
+/// alone), one joins and is held open; the fleet still issues one lease,
+/// and the probe's success closes every member that serves it.
+#[test]
+fn members_that_join_and_leave_in_an_open_period_keep_one_probe() {
+    let redis = RedisServer::start();
+    // A two-second open period: the comings and goings fall inside it.
+    let mut m = members_open(&redis, "churn", 3, 2 * SEC, |b| {
+        b.probe_lease(600 * SEC).lease_idle(300 * SEC)
+    });
+    let mut ops = admin(&redis, "churn");
+    assert!(fail(&m[0].breaker).is_err());
+    assert!(fail(&m[1].breaker).is_err());
+    wait_for("the quorum to open the third member", || {
+        m[2].breaker.state() == State::Open
+    });
+    let gone = m.remove(2);
+    assert!(gone.fleet.leave(&gone.breaker));
+    let fleet = quorum_fleet(&redis, "churn")
+        .probe_lease(600 * SEC)
+        .lease_idle(300 * SEC)
+        .build()
+        .unwrap();
+    let (breaker, clock) = vendor_open(2 * SEC);
+    fleet.join(&breaker).unwrap();
+    wait_for("the new member to be held open", || {
+        breaker.state() == State::Open
+    });
+    m.push(Member {
+        fleet,
+        breaker,
+        clock,
+    });
+    let status = ops.status("vendor").unwrap();
+    assert_eq!(status.members, 3, "two stayed, one joined: {status:?}");
+    assert_ne!(status.state, State::Closed, "{status:?}");
+    one_probe_closes_every_member(&m);
+    assert_eq!(leases_issued(&redis, "churn"), 1);
+    assert_eq!(gone.fleet.snapshot().leases_won, 0);
+}
+
 /// Redis restarted empty: the members key is gone, and the first agent back
 /// would be a fleet of one. Its trip, written again at reconnection, is
 /// only recorded until its session is `presence` old; by then the others
