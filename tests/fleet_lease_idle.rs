@@ -225,6 +225,10 @@ fn a_give_back_of_a_lease_of_an_older_period_changes_nothing() {
     // before its give-back, and gives back the token it holds.
     let fa = Fleet::builder(redis.url())
         .prefix("stale")
+        // Its trip opens the fleet at once: a rule that counts members
+        // would judge it only after a `presence` of four refreshes here.
+        .min_members(1)
+        .member_ratio(0.0)
         .tick(2 * MS)
         .refresh(LEASE)
         .probe_lease(LEASE)
