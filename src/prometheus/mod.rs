@@ -68,6 +68,11 @@
 //! | `fusebox_fleet_reads_total{prefix}` | counter | reads of a breaker's fleet state |
 //! | `fusebox_fleet_failures_published_total{prefix}` | counter | local failures written to the recent-failures windows |
 //! | `fusebox_fleet_window_trips_total{prefix}` | counter | fleet trips made by the recent-failures window |
+//! | `fusebox_fleet_lone_trips_total{prefix}` | counter | local trips that found no quorum: open in their process only |
+//! | `fusebox_fleet_members{prefix,breaker}` | gauge | members serving the breaker, as the agent last read it |
+//! | `fusebox_fleet_tripped_members{prefix,breaker}` | gauge | members whose local trip counts towards the quorum now |
+//! | `fusebox_fleet_alone{prefix,breaker}` | gauge | 1 while this process's breaker is open by a trip that found no quorum |
+//! | `fusebox_fleet_opened_by{prefix,breaker,by}` | gauge | 1 for what holds the fleet open (`quorum`, `failure_window`, `operator`), else 0 |
 //!
 //! `prometheus-client` has no state-set type, so the state set is the usual
 //! gauge per state.
