@@ -167,5 +167,7 @@ fn the_fleet_snapshot_serializes_as_its_fields() {
     let value = serde_json::to_value(fusebox::fleet::FleetSnapshot::default()).unwrap();
     assert_eq!(value["connected"], false);
     assert_eq!(value["leases_won"], 0);
-    assert_eq!(value.as_object().unwrap().len(), 13);
+    assert_eq!(value["lone_trips"], 0);
+    assert_eq!(value["quorum"], json!([]), "one entry per breaker served");
+    assert_eq!(value.as_object().unwrap().len(), 15);
 }

@@ -53,6 +53,17 @@
 //! | `fusebox_dead_letter_capacity{buffer}` | gauge | the buffer's capacity |
 //! | `fusebox_dead_letter_emits_total{buffer,priority,fate}` | counter | emits by fate: `stored`, `shed`, `refused`, `replayed` |
 //!
+//! With the `chain` feature, the fallback chains registered with the
+//! registry (`Registry::register_chain`) are scraped too, labelled with
+//! the `chain` and the `link`:
+//!
+//! | metric | type | meaning |
+//! |---|---|---|
+//! | `fusebox_chain_answers_total{chain,link}` | counter | lookups the link answered |
+//! | `fusebox_chain_declined_total{chain,link}` | counter | lookups the link ended with a deterministic "no" |
+//! | `fusebox_chain_skips_total{chain,link,reason}` | counter | lookups that went past the link, by reason: `refused`, `full`, `deadline`, `not_cached`, `too_old`, `failed`, `timed_out`, `declined` |
+//! | `fusebox_chain_exhausted_total{chain}` | counter | lookups no link answered |
+//!
 //! With the `redis` feature, the fleet agents registered with the registry
 //! (`Registry::register_fleet`) are scraped too, labelled with their
 //! `prefix`:
@@ -71,6 +82,11 @@
 //! | `fusebox_fleet_reads_total{prefix}` | counter | reads of a breaker's fleet state |
 //! | `fusebox_fleet_failures_published_total{prefix}` | counter | local failures written to the recent-failures windows |
 //! | `fusebox_fleet_window_trips_total{prefix}` | counter | fleet trips made by the recent-failures window |
+//! | `fusebox_fleet_lone_trips_total{prefix}` | counter | local trips that found no quorum: open in their process only |
+//! | `fusebox_fleet_members{prefix,breaker}` | gauge | members serving the breaker, as the agent last read it |
+//! | `fusebox_fleet_tripped_members{prefix,breaker}` | gauge | members whose local trip counts towards the quorum now |
+//! | `fusebox_fleet_alone{prefix,breaker}` | gauge | 1 while this process's breaker is open by a trip that found no quorum |
+//! | `fusebox_fleet_opened_by{prefix,breaker,by}` | gauge | 1 for what holds the fleet open (`quorum`, `failure_window`, `operator`), else 0 |
 //!
 //! `prometheus-client` has no state-set type, so the state set is the usual
 //! gauge per state.
@@ -519,10 +535,76 @@ impl Collector for RegistryCollector {
         breakers(&self.registry, &mut encoder)?;
         #[cfg(feature = "isolation")]
         isolation(&self.registry, &mut encoder)?;
+        #[cfg(feature = "chain")]
+        chains(&self.registry, &mut encoder)?;
         #[cfg(feature = "redis")]
         fleet::fleets(&self.registry, &mut encoder)?;
         Ok(())
     }
+}
+
+/// The fallback chains' families.
+#[cfg(feature = "chain")]
+fn chains(registry: &Registry, e: &mut DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
+    use prometheus_client::encoding::NoLabelSet;
+
+    let chains = registry.chain_snapshots();
+    if chains.is_empty() {
+        return Ok(());
+    }
+    let mut m = family(
+        e,
+        "fusebox_chain_answers",
+        "Lookups the chain's link answered.",
+        None,
+        MetricType::Counter,
+    )?;
+    for c in &chains {
+        for l in &c.links {
+            m.encode_family(&[("chain", &*c.name), ("link", &*l.name)])?
+                .encode_counter::<NoLabelSet, _, f64>(&l.answers, None)?;
+        }
+    }
+    let mut m = family(
+        e,
+        "fusebox_chain_declined",
+        "Lookups the link ended with a deterministic no.",
+        None,
+        MetricType::Counter,
+    )?;
+    for c in &chains {
+        for l in &c.links {
+            m.encode_family(&[("chain", &*c.name), ("link", &*l.name)])?
+                .encode_counter::<NoLabelSet, _, f64>(&l.declined, None)?;
+        }
+    }
+    let mut m = family(
+        e,
+        "fusebox_chain_skips",
+        "Lookups that went past the link, by reason.",
+        None,
+        MetricType::Counter,
+    )?;
+    for c in &chains {
+        for l in &c.links {
+            for (reason, n) in crate::chain::REASONS.iter().zip(l.skips) {
+                m.encode_family(&[("chain", &*c.name), ("link", &*l.name), ("reason", reason)])?
+                    .encode_counter::<NoLabelSet, _, f64>(&n, None)?;
+            }
+        }
+    }
+    let mut m = family(
+        e,
+        "fusebox_chain_exhausted",
+        "Lookups no link of the chain answered.",
+        None,
+        MetricType::Counter,
+    )?;
+    for c in &chains {
+        m.encode_family(&[("chain", &*c.name)])?
+            .encode_counter::<NoLabelSet, _, f64>(&c.exhausted, None)?;
+    }
+    Ok(())
 }
 
 /// How a bulkhead gauge is read from its snapshot.

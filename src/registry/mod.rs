@@ -28,6 +28,8 @@
 //! admin thread and the application can hold the same registry.
 
 mod audit;
+#[cfg(feature = "chain")]
+mod chain;
 #[cfg_attr(not(any(feature = "serde", feature = "admin")), allow(dead_code))]
 mod error;
 #[cfg(feature = "redis")]
@@ -65,6 +67,8 @@ struct Inner {
     trail: Mutex<Trail>,
     #[cfg(feature = "isolation")]
     isolation: isolation::Isolation,
+    #[cfg(feature = "chain")]
+    chains: chain::Chains,
     #[cfg(feature = "redis")]
     fleets: fleet::Fleets,
 }
@@ -77,6 +81,8 @@ impl Default for Inner {
             trail: Mutex::new(Trail::new(DEFAULT_AUDIT_CAPACITY)),
             #[cfg(feature = "isolation")]
             isolation: isolation::Isolation::default(),
+            #[cfg(feature = "chain")]
+            chains: chain::Chains::default(),
             #[cfg(feature = "redis")]
             fleets: fleet::Fleets::default(),
         }
