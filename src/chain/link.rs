@@ -8,6 +8,7 @@ use std::hash::Hash;
 use std::time::Duration;
 
 use super::skip::Skip;
+use super::Chain;
 use crate::last_good::{Kept, LastGood};
 use crate::{Breaker, CallError, ErrorView, IsStdError, Rejected, Verdict};
 
@@ -29,6 +30,21 @@ pub(super) enum Outcome<T, E> {
 pub(super) trait Source<Q: ?Sized, T, E>: Send + Sync {
     /// Answers `query`, or says why not.
     fn ask(&self, query: &Q) -> Outcome<T, E>;
+
+    /// The healthy path of a lookup of `chain`, whose first link this is:
+    /// the value, when this link answers it fresh at once (counted, and
+    /// filed in the chain's caches). Otherwise `None`, with the link's
+    /// outcome in `outcome` if it was asked; the chain then walks its
+    /// links. By default, asks nothing.
+    #[inline]
+    fn lead(
+        &self,
+        _chain: &Chain<Q, T, E>,
+        _query: &Q,
+        _outcome: &mut Option<Outcome<T, E>>,
+    ) -> Option<T> {
+        None
+    }
 
     /// Files a provider's fresh answer (a cache keeps it).
     fn file(&self, _query: &Q, _value: &T) {}
@@ -93,6 +109,33 @@ where
             Err(CallError::Rejected(refused)) => Outcome::Skip(Skip::Refused(refused)),
             Err(CallError::Failed(err)) => failed(&self.breaker, err),
         }
+    }
+
+    /// The breaker's call and the closure, inlined: one dynamic call
+    /// for a healthy lookup. A chain with a deadline reads the clock before
+    /// its first link is asked, so its walk asks.
+    #[inline]
+    fn lead(
+        &self,
+        chain: &Chain<Q, T, E>,
+        query: &Q,
+        outcome: &mut Option<Outcome<T, E>>,
+    ) -> Option<T> {
+        if chain.deadline.is_some() {
+            return None;
+        }
+        *outcome = Some(match self.breaker.call(|| (self.f)(query)) {
+            Ok(value) => {
+                if chain.has_cache {
+                    chain.file(query, &value);
+                }
+                chain.answered_first();
+                return Some(value);
+            }
+            Err(CallError::Rejected(refused)) => Outcome::Skip(Skip::Refused(refused)),
+            Err(CallError::Failed(err)) => failed(&self.breaker, err),
+        });
+        None
     }
 
     fn breaker(&self) -> Option<&Breaker> {

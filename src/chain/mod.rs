@@ -149,6 +149,45 @@ impl<Q: ?Sized, T, E> Chain<Q, T, E> {
     /// why.
     #[inline]
     pub fn lookup(&self, query: &Q) -> Result<Answer<T, E>, LookupError<E>> {
+        // One call through the first link's box. A provider link answers
+        // there on its healthy path (its breaker's call and its closure
+        // inlined, the answer counted) and hands the value back in
+        // registers, so that the answer is built here, where the caller
+        // may keep it out of memory. Anything else goes to `walk`.
+        let first = &self.links[0];
+        let mut outcome = None;
+        match first.source.lead(self, query, &mut outcome) {
+            Some(value) => {
+                // A link that answers leaves `outcome` empty: nothing to
+                // drop, and no check of it on the healthy path.
+                debug_assert!(outcome.is_none());
+                std::mem::forget(outcome);
+                Ok(Answer {
+                    value,
+                    link: first.name,
+                    position: 0,
+                    origin: Origin::Provider,
+                    skipped: Vec::new(),
+                })
+            }
+            None => self.walk(query, outcome),
+        }
+    }
+
+    /// Counts an answer of the first link given on its healthy path.
+    #[inline(always)]
+    fn answered_first(&self) {
+        self.stats.links[0].answers.add_one();
+    }
+
+    /// Tries the links in order from the first, whose outcome is `first`
+    /// when it has been asked already (in a chain without a deadline).
+    #[inline(never)]
+    fn walk(
+        &self,
+        query: &Q,
+        mut first: Option<Outcome<T, E>>,
+    ) -> Result<Answer<T, E>, LookupError<E>> {
         let started = self.deadline.map(|_| self.clock.now());
         let mut skipped = Vec::new();
         for (position, link) in self.links.iter().enumerate() {
@@ -166,7 +205,11 @@ impl<Q: ?Sized, T, E> Chain<Q, T, E> {
                     continue;
                 }
             }
-            let (value, origin) = match link.source.ask(query) {
+            let outcome = match first.take() {
+                Some(outcome) => outcome,
+                None => link.source.ask(query),
+            };
+            let (value, origin) = match outcome {
                 Outcome::Fresh(value) => {
                     if self.has_cache {
                         self.file(query, &value);
