@@ -417,6 +417,56 @@ fn the_snapshot_counts_answers_and_skips_by_reason_per_link() {
 }
 
 #[test]
+fn a_healthy_first_provider_is_asked_once_counted_once_and_filed_with_or_without_a_deadline() {
+    for deadline in [None, Some(2 * SEC)] {
+        let (clock, _mock) = clock();
+        let primary = vendor("primary", &clock);
+        let p = Arc::new(Script::default());
+        let cache = LastGood::new(60 * SEC).clock(clock.clone());
+        let builder = Chain::builder("fx")
+            .provider("primary", &primary, p.provider(1.5))
+            .cache("last-good", cache.clone())
+            .clock(clock);
+        let builder = match deadline {
+            Some(d) => builder.deadline(d),
+            None => builder,
+        };
+        let chain: Chain<str, f64, DepError> = builder.build().unwrap();
+        let answer = chain.lookup("EURUSD").unwrap();
+        assert_eq!((answer.link(), *answer.value()), ("primary", 1.5));
+        assert_eq!(answer.origin(), Origin::Provider);
+        assert_eq!(p.calls(), 1, "deadline {deadline:?}: asked once");
+        assert_eq!(chain.snapshot().links[0].answers, 1, "counted once");
+        assert_eq!(chain.snapshot().links[1].answers, 0);
+        let fresh = matches!(cache.get("EURUSD"), fusebox::chain::Kept::Fresh { value, .. } if value == 1.5);
+        assert!(fresh, "deadline {deadline:?}: filed in the cache");
+    }
+}
+
+#[test]
+fn a_chain_led_by_a_cache_asks_it_first_and_falls_through_to_the_provider() {
+    let (clock, _mock) = clock();
+    let primary = vendor("primary", &clock);
+    let p = Arc::new(Script::default());
+    let cache = LastGood::new(60 * SEC).clock(clock.clone());
+    let chain: Chain<str, f64, DepError> = Chain::builder("cache-first")
+        .cache("last-good", cache.clone())
+        .provider("primary", &primary, p.provider(2.5))
+        .clock(clock)
+        .build()
+        .unwrap();
+    let answer = chain.lookup("EURUSD").unwrap();
+    assert_eq!((answer.link(), answer.position()), ("primary", 1));
+    assert_eq!(answer.skipped()[0].skip().reason(), "not_cached");
+    let answer = chain.lookup("EURUSD").unwrap();
+    assert_eq!((answer.link(), *answer.value()), ("last-good", 2.5));
+    assert!(matches!(answer.origin(), Origin::Cache { .. }));
+    assert_eq!(p.calls(), 1);
+    let snap = chain.snapshot();
+    assert_eq!((snap.links[0].answers, snap.links[1].answers), (1, 1));
+}
+
+#[test]
 fn the_builder_refuses_what_cannot_work_naming_the_field() {
     let (clock, _mock) = clock();
     let b = vendor("a", &clock);
