@@ -108,7 +108,9 @@ pub(crate) struct Machine {
     consecutive: u32,
     throttle_until: u64,
     window: Option<Tally>,
-    latency: Option<LatencyWindow>,
+    /// Boxed: a breaker without a latency policy keeps a pointer, not the
+    /// window's 184 bytes.
+    latency: Option<Box<LatencyWindow>>,
     probes: Box<[Option<Probe>]>,
     probe_successes: u32,
     next_probe_id: u64,
@@ -177,7 +179,10 @@ impl Machine {
             interval_end: s
                 .closed_interval
                 .map_or(u64::MAX, |d| now.saturating_add(nanos(d))),
-            latency: s.latency_trip.clone().map(|p| LatencyWindow::new(p, now)),
+            latency: s
+                .latency_trip
+                .clone()
+                .map(|p| Box::new(LatencyWindow::new(p, now))),
             probes: vec![None; s.half_open_max_calls as usize].into_boxed_slice(),
             recent_trips: vec![u64::MAX; s.flapping_trips.unwrap_or(0) as usize].into_boxed_slice(),
             next_trip_slot: 0,
