@@ -838,6 +838,46 @@ fn print_paired() {
             black_box(clock.now());
         }),
     );
+    // Each capability configured but idle (closed, no ramp running, no
+    // window or deadline near), against the cheapest configuration.
+    let day = std::time::SystemTime::now() + Duration::from_secs(86_400);
+    let capabilities = [
+        (
+            "closed success, cheapest + ramp-up",
+            cheapest_builder(HOUR).ramp_up(fusebox::RampUp::linear(Duration::from_secs(60), 0.1)),
+        ),
+        (
+            "closed success, cheapest + maintenance window (neutral)",
+            cheapest_builder(HOUR).maintenance_window(fusebox::trading::MaintenanceWindow::once(
+                day,
+                day + Duration::from_secs(3600),
+            )),
+        ),
+        (
+            "closed success, cheapest + maintenance window (short-circuit)",
+            cheapest_builder(HOUR)
+                .maintenance_window(fusebox::trading::MaintenanceWindow::once(
+                    day,
+                    day + Duration::from_secs(3600),
+                ))
+                .short_circuit_in_maintenance(true),
+        ),
+        (
+            "closed success, cheapest + deadlines",
+            cheapest_builder(HOUR).deadlines(fusebox::trading::Deadlines::at([day])),
+        ),
+        (
+            "closed success, cheapest + result classifier",
+            cheapest_builder(HOUR).result_classifier(fusebox::ResultClassifier::for_type(
+                |_: &u64| fusebox::Verdict::Success,
+            )),
+        ),
+    ];
+    for (what, builder) in capabilities {
+        let with = builder.build().expect("valid config");
+        row(what, "cheapest", paired(call!(with), call!(cheap)));
+        assert_eq!(with.state(), State::Closed);
+    }
     let raw_deadline = clock.raw() + (hour as f64 * ticks_per_nano(&clock)) as u64;
     let raw_gate = AtomicU64::new((raw_deadline << 2) | OPEN_GATE);
     row(
@@ -883,6 +923,19 @@ fn print_paired() {
         "two threads, refusals",
         "contended mutex",
         paired_two(call!(open_cheap), mutex),
+    );
+    // What two threads gain on this machine at best: the refusal floor
+    // (nothing shared but a read-only word) on two threads, against the
+    // same on one.
+    row(
+        "two threads, refusals",
+        "two threads, refusal floor",
+        paired_two(call!(open_cheap), floor),
+    );
+    row(
+        "(two threads, refusal floor)",
+        "contended mutex",
+        paired_two(floor, mutex),
     );
     assert_eq!(open_cheap.state(), State::Open);
     assert_eq!(default.state(), State::Closed);
