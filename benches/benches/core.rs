@@ -193,6 +193,25 @@ fn refusal_floor_raw(gate: &AtomicU64, clock: &quanta::Clock) -> bool {
     word & 3 == OPEN_GATE && clock.raw() < word >> 2
 }
 
+/// A line of its own per thread, for the closed-success floor.
+#[repr(align(128))]
+struct OwnLine(AtomicU64);
+
+/// The closure, one atomic load of a shared closed gate word, and one
+/// compare-and-swap on a line the calling thread has to itself: what a
+/// closed success counted without a lock, in the period it was admitted in,
+/// must at least do.
+fn success_floor(gate: &AtomicU64, line: &OwnLine) {
+    black_box(work()).ok();
+    let word = gate.load(Ordering::Acquire);
+    let n = line.0.load(Ordering::Relaxed);
+    if word & 3 == 0 {
+        let _ = line
+            .0
+            .compare_exchange(n, n + 1, Ordering::Relaxed, Ordering::Relaxed);
+    }
+}
+
 fn baselines(c: &mut Criterion) {
     let mut g = configure(c, "baseline");
     g.bench_function("closure", |b| b.iter(work));
@@ -831,6 +850,13 @@ fn print_paired() {
         row(what, "failsafe default", paired(call!(b), call!(fd)));
         row(what, "recloser", paired(call!(b), call!(r)));
     }
+    let closed_gate = AtomicU64::new(0);
+    let lines = [OwnLine(AtomicU64::new(0)), OwnLine(AtomicU64::new(0))];
+    row(
+        "closed success, cheapest",
+        "closed-success floor",
+        paired(call!(cheap), || success_floor(&closed_gate, &lines[0])),
+    );
     row(
         "closed success, default",
         "one direct clock read",
@@ -936,6 +962,24 @@ fn print_paired() {
         "(two threads, refusal floor)",
         "contended mutex",
         paired_two(floor, mutex),
+    );
+    // The closed-success floor on two threads, each on a line of its own.
+    let which = std::sync::atomic::AtomicUsize::new(0);
+    thread_local! {
+        static LINE: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+    }
+    let own_line = || {
+        LINE.with(|l| {
+            if l.get() == usize::MAX {
+                l.set(which.fetch_add(1, Ordering::Relaxed) % 2);
+            }
+            &lines[l.get()]
+        })
+    };
+    row(
+        "two threads, cheapest",
+        "two threads, closed-success floor",
+        paired_two(call!(cheap), || success_floor(&closed_gate, own_line())),
     );
     assert_eq!(open_cheap.state(), State::Open);
     assert_eq!(default.state(), State::Closed);
