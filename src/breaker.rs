@@ -25,7 +25,7 @@ use crate::machine::{
     GATE_HALF_OPEN, GATE_OPEN,
 };
 use crate::notifier::{self, Handoff};
-use crate::snapshot::{rate, Snapshot, Totals};
+use crate::snapshot::{rate, Snapshot, StateTimes, Totals};
 
 /// How often, at most, the wall clock is read again, in nanoseconds.
 const REANCHOR_EVERY: u64 = crate::recovery::schedule::REANCHOR_EVERY.as_nanos() as u64;
@@ -207,6 +207,9 @@ struct Core {
     /// Changes dropped from a full queue.
     dropped_changes: u64,
     last: Option<StateChange>,
+    /// The last `event_log_capacity` changes, oldest first; replaced whole
+    /// at each change, so that a snapshot shares it.
+    recent: Arc<[StateChange]>,
     seq: u64,
     /// The last failure with an error to show since the last state change.
     recent_failure: Option<Note>,
@@ -265,6 +268,7 @@ impl Breaker {
                     queue: VecDeque::new(),
                     dropped_changes: 0,
                     last: None,
+                    recent: Arc::new([]),
                     seq: 0,
                     recent_failure: None,
                     opened_by: None,
@@ -737,6 +741,12 @@ impl Breaker {
         }
     }
 
+    /// How many state changes the breaker keeps for
+    /// [`Snapshot::recent_changes`] (`event_log_capacity`).
+    pub fn event_log_capacity(&self) -> usize {
+        self.inner.core.lock().machine.settings().event_log_capacity
+    }
+
     /// The state a call made now would meet, as [`Snapshot::state`] reads
     /// it: an open breaker whose period has ended reads `HalfOpen` (the next
     /// call is the probe), and a half-open one with a probe past its
@@ -763,7 +773,7 @@ impl Breaker {
     /// now would meet it (see [`Snapshot`]).
     pub fn snapshot(&self) -> Snapshot {
         let now = self.inner.time.now();
-        let (v, last, dropped_changes, changed, opened_by) = {
+        let (v, last, recent, dropped_changes, changed, opened_by) = {
             let mut core = self.lock();
             // An override past its expiry ends here if no call ended it.
             let expired = core.machine.expire(now);
@@ -779,6 +789,7 @@ impl Breaker {
             (
                 core.machine.view(now),
                 core.last.clone(),
+                Arc::clone(&core.recent),
                 core.dropped_changes,
                 changed,
                 core.opened_by.clone(),
@@ -789,6 +800,7 @@ impl Breaker {
         }
         Snapshot {
             name: Arc::clone(&self.inner.name),
+            taken_at: self.inner.time.instant(now),
             state: v.state,
             consecutive_failures: v.consecutive_failures,
             window_calls: v.window_calls,
@@ -799,6 +811,11 @@ impl Breaker {
             retry_after: v.retry_after.map(Duration::from_nanos),
             open_duration: Duration::from_nanos(v.open_period),
             trips: v.trips,
+            reopens: v.reopens,
+            probes: v.probes,
+            state_times: StateTimes::from_nanos(v.state_nanos),
+            call_durations: v.call_durations,
+            recent_changes: recent,
             totals: Totals {
                 calls: v.totals.calls,
                 successes: v.totals.successes,
@@ -1086,6 +1103,15 @@ impl Breaker {
             seq: core.seq,
         };
         core.last = Some(change.clone());
+        let keep = core.machine.settings().event_log_capacity;
+        if keep > 0 {
+            let skip = (core.recent.len() + 1).saturating_sub(keep);
+            core.recent = core.recent[skip..]
+                .iter()
+                .cloned()
+                .chain(std::iter::once(change.clone()))
+                .collect();
+        }
         if core.queue.len() >= Delivery::PENDING_CAPACITY {
             core.queue.pop_front();
             core.dropped_changes += 1;

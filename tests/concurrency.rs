@@ -96,7 +96,15 @@ fn sixty_four_threads_at_the_end_of_the_open_period_admit_exactly_one_probe() {
         }
     });
     let s = b.snapshot();
-    assert_eq!(s.trips as usize, 1 + ROUNDS);
+    // A failed probe (even rounds) re-opens; a closed breaker's failure
+    // after a successful probe (odd rounds) trips anew.
+    let failed_probes = ROUNDS.div_ceil(2);
+    assert_eq!(s.trips as usize, 1 + ROUNDS / 2);
+    assert_eq!(s.reopens as usize, failed_probes);
+    assert_eq!(
+        (s.probes.failures as usize, s.probes.successes as usize),
+        (failed_probes, ROUNDS / 2)
+    );
     assert_eq!(
         s.totals.short_circuits as usize,
         ROUNDS * THREADS,
