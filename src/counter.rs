@@ -270,6 +270,35 @@ impl PerThread {
     }
 }
 
+/// One count that many threads add to, a line per slot, in the same slots
+/// as [`PerThread`]: for counts outside a breaker that every call bumps (a
+/// chain's answers per link).
+pub(crate) struct Counter([Slot; SLOTS]);
+
+#[repr(align(128))]
+struct Slot(AtomicU64);
+
+impl Default for Counter {
+    fn default() -> Self {
+        Counter(std::array::from_fn(|_| Slot(AtomicU64::new(0))))
+    }
+}
+
+impl Counter {
+    /// Adds one in this thread's slot.
+    #[inline(always)]
+    pub(crate) fn add_one(&self) {
+        let (i, owned) = slot();
+        bump(&self.0[i].0, owned);
+    }
+
+    /// The sum of the slots. Each slot only grows, so a later sum is never
+    /// smaller than an earlier one.
+    pub(crate) fn sum(&self) -> u64 {
+        self.0.iter().map(|s| s.0.load(Ordering::Relaxed)).sum()
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;

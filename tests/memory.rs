@@ -53,7 +53,7 @@ fn a_million_breakers_with_distinct_names_leave_under_16_mib_once_dropped() {
 }
 
 #[test]
-fn a_default_breaker_holds_under_3_kib() {
+fn a_default_breaker_holds_under_3_and_a_half_kib() {
     let _one = live_bytes::one_at_a_time();
     let (clock, _mock) = Clock::mock();
     drop(breaker("warm-up", &clock));
@@ -65,7 +65,7 @@ fn a_default_breaker_holds_under_3_kib() {
     drop(kept);
     // docs/performance.md says what the bytes are.
     assert!(
-        held / 1_000 < 3 * 1024,
+        held / 1_000 < 3 * 1024 + 512,
         "{} bytes per breaker",
         held / 1_000
     );
