@@ -58,6 +58,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("  curl -s {base}/breakers | jq .");
     println!("  curl -s {base}/metrics");
     println!("  curl -s -o /dev/null -w '%{{http_code}}\\n' {base}/health");
+    println!("  curl -s {base}/health/readiness | jq .");
+    println!("  curl -s {base}/breakers/news/events | jq .");
     println!(
         "  curl -s -X POST -H 'Authorization: Bearer {token}' \\\n       -d '{{\"actor\":\"alice\",\"reason\":\"vendor maintenance\"}}' {base}/breakers/instruments/force-open"
     );

@@ -70,8 +70,25 @@ impl CallPath {
     }
 
     /// Why a breaker must not stand on this path, or `None` when it may.
+    ///
+    /// A [`CallPath::Custom`] label that names a refused path is refused
+    /// with it: `custom("order_cancel")`, `custom("Order-Cancel")`,
+    /// `custom("cancel order")` or `custom("kill switch")` cannot smuggle a
+    /// breaker onto an order, cancel, kill-switch or risk-check path. Case,
+    /// spaces, `-`, `.` and `/` do not matter; a label that merely mentions
+    /// an order (`"order_book"`, `"orders_history"`) is a different path
+    /// and is allowed.
+    ///
+    /// ```
+    /// use fusebox::CallPath;
+    ///
+    /// assert!(CallPath::custom("Order-Cancel").refusal().is_some());
+    /// assert!(CallPath::custom("pre-trade risk check").refusal().is_some());
+    /// assert!(CallPath::custom("order_book").refusal().is_none());
+    /// ```
     pub fn refusal(&self) -> Option<&'static str> {
         match self {
+            CallPath::Custom(label) => forbidden_alias(label).and_then(|path| path.refusal()),
             CallPath::OrderSubmission => Some(
                 "a breaker fast-fails calls, and an order that must reach the venue must not be \
                  dropped because an earlier call was slow; handle order-path failures in the \
@@ -99,4 +116,53 @@ impl fmt::Display for CallPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// The refused path a custom label names, if it names one: the label with
+/// case and separators (space, `-`, `.`, `/`) folded to `_`, compared with
+/// the refused paths' labels and the usual other names for them.
+fn forbidden_alias(label: &str) -> Option<CallPath> {
+    // Longer than any alias: not one (and no allocation for a long label).
+    const LONGEST: usize = 32;
+    if label.len() > LONGEST {
+        return None;
+    }
+    let mut folded = [0u8; LONGEST];
+    let mut len = 0;
+    for b in label.trim().bytes() {
+        let b = match b {
+            b' ' | b'-' | b'.' | b'/' | b'_' => b'_',
+            b => b.to_ascii_lowercase(),
+        };
+        // Runs of separators count as one.
+        if b == b'_' && (len == 0 || folded[len - 1] == b'_') {
+            continue;
+        }
+        folded[len] = b;
+        len += 1;
+    }
+    while len > 0 && folded[len - 1] == b'_' {
+        len -= 1;
+    }
+    let folded = std::str::from_utf8(&folded[..len]).ok()?;
+    let path = match folded {
+        "order_submission" | "order_submit" | "submit_order" | "new_order" | "order_entry"
+        | "place_order" | "order_placement" | "order_routing" | "order" | "orders" => {
+            CallPath::OrderSubmission
+        }
+        "order_cancel" | "order_cancellation" | "cancel_order" | "cancel_orders" | "cancel"
+        | "cancel_replace" | "mass_cancel" | "cancel_all" => CallPath::OrderCancel,
+        "kill_switch" | "killswitch" | "kill" | "emergency_stop" | "panic_button" => {
+            CallPath::KillSwitch
+        }
+        "risk_check"
+        | "risk_checks"
+        | "pre_trade_risk"
+        | "pre_trade_risk_check"
+        | "pretrade_risk"
+        | "pretrade_risk_check"
+        | "risk" => CallPath::RiskCheck,
+        _ => return None,
+    };
+    Some(path)
 }

@@ -41,6 +41,11 @@ pub(crate) struct Settings {
     pub(crate) half_open_max_probes: Option<u32>,
     pub(crate) half_open_rate: Option<HalfOpenRate>,
     pub(crate) count_in_flight: bool,
+    /// The bounds of the call-duration histogram (used only by a breaker
+    /// that times its calls); the default ones are not copied per breaker.
+    pub(crate) call_duration_buckets: std::borrow::Cow<'static, [Duration]>,
+    /// State changes the breaker keeps for its snapshot's `recent_changes`.
+    pub(crate) event_log_capacity: usize,
 }
 
 impl Settings {
@@ -83,6 +88,8 @@ impl Default for Settings {
             half_open_max_probes: None,
             half_open_rate: None,
             count_in_flight: false,
+            call_duration_buckets: std::borrow::Cow::Borrowed(&crate::histogram::DEFAULT_BUCKETS),
+            event_log_capacity: 16,
         }
     }
 }
@@ -127,6 +134,8 @@ impl Default for Settings {
 /// | `half_open_max_probes` | `None` (no cap) | probes admitted over a whole half-open period (gobreaker `MaxRequests`) |
 /// | `count_calls_in_flight` | `false` | count calls admitted and not yet reported, for `Snapshot::calls_in_flight` |
 /// | `half_open_rate` | `None` | judge half-open by a [`HalfOpenRate`](crate::HalfOpenRate) over N probes instead of N successes in a row |
+/// | `call_duration_buckets` | 100 µs to 10 s, 16 bounds | the histogram buckets of call durations (`Snapshot::call_durations`), for a breaker that times its calls |
+/// | `event_log_capacity` | 16 | state changes kept for `Snapshot::recent_changes` (0 to 1024) |
 /// | `clock` | `quanta::Clock::new()`, read directly on every decision | the monotonic clock; tests pass `quanta::Clock::mock()` |
 /// | `on_state_change` | none | a callback run after every state change, outside the lock |
 /// | `delivery` | [`Delivery::Caller`] | which thread runs the callback, subscribers and log lines |
@@ -369,6 +378,30 @@ impl<T> BreakerBuilder<T> {
         /// admission; successes stay lock-free. Off by default.
         count_calls_in_flight: bool => count_in_flight);
 
+    /// The upper bounds of the buckets a breaker that times its calls
+    /// (`slow_call_duration` or a `latency_trip`) files each call's duration
+    /// under, for [`Snapshot::call_durations`](crate::Snapshot::call_durations)
+    /// and the `fusebox_breaker_call_duration_seconds` histogram: 1 to 64
+    /// bounds, strictly increasing, none zero. A breaker that does not time
+    /// its calls keeps no histogram.
+    ///
+    /// Cost: one search over the bounds per timed call, under the lock the
+    /// call takes anyway; no clock read of its own.
+    pub fn call_duration_buckets(mut self, bounds: impl Into<Vec<Duration>>) -> Self {
+        self.settings.call_duration_buckets = std::borrow::Cow::Owned(bounds.into());
+        self
+    }
+
+    setter!(
+        /// How many of its last state changes the breaker keeps for
+        /// [`Snapshot::recent_changes`](crate::Snapshot::recent_changes) and
+        /// the admin endpoint's `GET /breakers/{name}/events`: 0 (none) to
+        /// 1024.
+        ///
+        /// Cost: the changes themselves (about 100 bytes each); a state
+        /// change copies the list, a snapshot shares it.
+        event_log_capacity: usize => event_log_capacity);
+
     /// The same settings, building the other kind of thing.
     fn retarget<U>(self) -> BreakerBuilder<U> {
         BreakerBuilder {
@@ -579,6 +612,37 @@ impl<T> BreakerBuilder<T> {
             )?;
             check_rate("half_open_rate", r.failure_rate_threshold)?;
         }
+        let buckets = &s.call_duration_buckets;
+        check(
+            "call_duration_buckets",
+            (1..=crate::histogram::MAX_BUCKETS).contains(&buckets.len()),
+            "must hold 1 to 64 bounds",
+            buckets.len(),
+        )?;
+        if let Some(pair) = buckets.windows(2).find(|w| w[0] >= w[1]) {
+            check(
+                "call_duration_buckets",
+                false,
+                "must increase strictly",
+                format_args!(
+                    "{} is followed by {}",
+                    crate::duration::display(pair[0]),
+                    crate::duration::display(pair[1])
+                ),
+            )?;
+        }
+        check(
+            "call_duration_buckets",
+            !buckets[0].is_zero(),
+            "must not hold a zero bound",
+            "0s",
+        )?;
+        check(
+            "event_log_capacity",
+            s.event_log_capacity <= 1024,
+            "must be between 0 and 1024",
+            s.event_log_capacity,
+        )?;
         if let Some(n) = s.half_open_max_probes {
             let needed = s
                 .half_open_rate

@@ -195,6 +195,13 @@
 //!   layered around a breaker. No extra dependency.
 //! - `calendar`: recurring deadlines and maintenance windows in a named IANA
 //!   time zone in [`trading`], with `jiff` doing the time-zone arithmetic.
+//! - `chain`: [`chain`], fallback chains: a lookup tries its providers in
+//!   order, each behind its own breaker, then a last-known-good cache and a
+//!   static default, and says which answered and why each earlier one was
+//!   skipped. No dependencies.
+//! - `retry`: [`retry`], a retry policy above a breaker or a chain: full
+//!   jitter, a deadline, a retry budget, a refusal never spent as an
+//!   attempt, no repeat of a non-idempotent call. No dependencies.
 //! - `registry`: [`registry`], named breakers made from named
 //!   templates, with overrides recorded in an audit trail. No dependencies.
 //! - `prometheus`: the registry's metrics on the `prometheus-client` crate,
@@ -224,6 +231,16 @@
 #![cfg_attr(
     not(feature = "isolation"),
     doc = "[`isolation`]: https://docs.rs/fusebox/latest/fusebox/isolation/"
+)]
+#![cfg_attr(feature = "chain", doc = "[`chain`]: crate::chain")]
+#![cfg_attr(
+    not(feature = "chain"),
+    doc = "[`chain`]: https://docs.rs/fusebox/latest/fusebox/chain/"
+)]
+#![cfg_attr(feature = "retry", doc = "[`retry`]: crate::retry")]
+#![cfg_attr(
+    not(feature = "retry"),
+    doc = "[`retry`]: https://docs.rs/fusebox/latest/fusebox/retry/"
 )]
 #![cfg_attr(feature = "registry", doc = "[`registry`]: crate::registry")]
 #![cfg_attr(
@@ -263,6 +280,8 @@ mod backoff;
 mod breaker;
 mod call_path;
 mod cause;
+#[cfg(feature = "chain")]
+pub mod chain;
 mod check;
 mod classify;
 mod clock;
@@ -277,10 +296,13 @@ mod events;
 #[cfg(feature = "redis")]
 pub mod fleet;
 mod gate;
+mod histogram;
 #[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "isolation")]
 pub mod isolation;
+#[cfg(feature = "chain")]
+mod last_good;
 mod latency;
 mod machine;
 mod name;
@@ -293,6 +315,8 @@ mod ramp;
 mod recovery;
 #[cfg(feature = "registry")]
 pub mod registry;
+#[cfg(feature = "retry")]
+pub mod retry;
 // `Serialize` for snapshots: the `serde` feature's promise, and the shape
 // the admin endpoint serves.
 #[cfg(any(feature = "serde", feature = "admin"))]
@@ -313,11 +337,12 @@ pub use classify::{Classifier, ErrorView, ResultClassifier, Verdict};
 pub use config::{BreakerBuilder, BreakerConfig};
 pub use error::{CallError, ConfigError, IsStdError, Rejected};
 pub use events::{Delivery, Iter, Reason, StateChange, Subscription, TryIter};
+pub use histogram::CallDurations;
 pub use latency::LatencyTrip;
 pub use permit::{OwnedPermit, Permit};
 pub use policy::{HalfOpenRate, OpenPeriod, OpenPeriodInput, TripPredicate, WindowCounts};
 pub use ramp::RampUp;
-pub use snapshot::{Snapshot, Totals};
+pub use snapshot::{ProbeTotals, Snapshot, StateTimes, Totals};
 pub use state::State;
 
 /// The `quanta` this crate is built on (0.12), whose clock

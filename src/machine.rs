@@ -14,11 +14,12 @@ use crate::check::nanos;
 use crate::config::Settings;
 use crate::count_window::{CountWindow, Tally};
 use crate::events::Reason;
+use crate::histogram::CallDurations;
 use crate::latency::LatencyWindow;
 use crate::policy::{OpenPeriodInput, RoundDecision, WindowCounts};
 use crate::recovery::Recovering;
 use crate::window::{Counts, Window};
-use crate::{State, Verdict};
+use crate::{ProbeTotals, State, Verdict};
 
 /// What an admitted call holds until it reports its outcome.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,13 +109,24 @@ pub(crate) struct Machine {
     consecutive: u32,
     throttle_until: u64,
     window: Option<Tally>,
-    latency: Option<LatencyWindow>,
+    /// Boxed: a breaker without a latency policy keeps a pointer, not the
+    /// window's 184 bytes.
+    latency: Option<Box<LatencyWindow>>,
     probes: Box<[Option<Probe>]>,
     probe_successes: u32,
     next_probe_id: u64,
     rng: Rng,
     totals: Totals,
+    /// Openings from closed (trip conditions), and renewals of an
+    /// outage's open period (`reopen`).
     trips: u64,
+    reopens_total: u64,
+    probe_totals: ProbeTotals,
+    /// Nanoseconds spent in each state (gauge order) up to `accounted_to`.
+    state_nanos: [u64; 5],
+    accounted_to: u64,
+    /// With call timing: the durations of the calls that reported.
+    durations: Option<CallDurations>,
     /// When an operator override ends by itself, if it does.
     override_until: Option<u64>,
     /// The instants of the latest trips, a ring of `flapping_trips` slots.
@@ -145,6 +157,10 @@ pub(crate) struct View {
     pub(crate) retry_after: Option<u64>,
     pub(crate) open_period: u64,
     pub(crate) trips: u64,
+    pub(crate) reopens: u64,
+    pub(crate) probes: ProbeTotals,
+    pub(crate) state_nanos: [u64; 5],
+    pub(crate) call_durations: Option<CallDurations>,
     pub(crate) totals: Totals,
     pub(crate) in_state: u64,
     pub(crate) probes_in_flight: u32,
@@ -177,7 +193,12 @@ impl Machine {
             interval_end: s
                 .closed_interval
                 .map_or(u64::MAX, |d| now.saturating_add(nanos(d))),
-            latency: s.latency_trip.clone().map(|p| LatencyWindow::new(p, now)),
+            latency: s
+                .latency_trip
+                .clone()
+                .map(|p| Box::new(LatencyWindow::new(p, now))),
+            durations: (s.slow_call_duration.is_some() || s.latency_trip.is_some())
+                .then(|| CallDurations::new(&s.call_duration_buckets)),
             probes: vec![None; s.half_open_max_calls as usize].into_boxed_slice(),
             recent_trips: vec![u64::MAX; s.flapping_trips.unwrap_or(0) as usize].into_boxed_slice(),
             next_trip_slot: 0,
@@ -197,6 +218,10 @@ impl Machine {
             rng: Rng::new(seed),
             totals: Totals::default(),
             trips: 0,
+            reopens_total: 0,
+            probe_totals: ProbeTotals::default(),
+            state_nanos: [0; 5],
+            accounted_to: now,
             consecutive_successes: 0,
             probes_admitted: 0,
             probe_failures: 0,
@@ -226,9 +251,6 @@ impl Machine {
     }
 
     /// The settings it was built with.
-    // Read by the HTTP client and the fleet's agent; a build with neither
-    // leaves it unused.
-    #[allow(dead_code)]
     pub(crate) fn settings(&self) -> &Settings {
         &self.s
     }
@@ -440,6 +462,9 @@ impl Machine {
         outcome: Verdict,
         elapsed: u64,
     ) -> Option<Transition> {
+        if let Some(h) = &mut self.durations {
+            h.observe(elapsed);
+        }
         // An expired override first: the call then belongs to the period
         // that ended and counts in the totals only.
         let expired = self.expire(now);
@@ -614,6 +639,12 @@ impl Machine {
         slow: bool,
         elapsed: u64,
     ) -> Option<Transition> {
+        let p = &mut self.probe_totals;
+        match outcome {
+            Verdict::Ignore => p.ignored += 1,
+            Verdict::Success if !slow => p.successes += 1,
+            _ => p.failures += 1,
+        }
         if self.s.half_open_rate.is_some() {
             return self.rate_probe_outcome(now, outcome, slow);
         }
@@ -647,6 +678,7 @@ impl Machine {
     /// Closed -> Open: the first open period of an outage.
     fn trip(&mut self, now: u64, reason: Reason) -> Transition {
         self.reopens = 0;
+        self.trips += 1;
         if !self.recent_trips.is_empty() {
             self.recent_trips[self.next_trip_slot] = now;
             self.next_trip_slot = (self.next_trip_slot + 1) % self.recent_trips.len();
@@ -675,6 +707,10 @@ impl Machine {
     /// HalfOpen -> Open: a longer open period.
     fn reopen(&mut self, now: u64, reason: Reason) -> Transition {
         self.reopens = self.reopens.saturating_add(1);
+        self.reopens_total += 1;
+        if reason == Reason::ProbeExpired {
+            self.probe_totals.expired += 1;
+        }
         self.open(now, reason)
     }
 
@@ -685,7 +721,6 @@ impl Machine {
         self.open_until = self.recovering.cap(now, self.open_until);
         self.rng = rng;
         self.open_period = self.open_until - now;
-        self.trips += 1;
         self.enter(now, State::Open, reason)
     }
 
@@ -719,6 +754,7 @@ impl Machine {
         // arrive with an instant a little older than the previous one's; keep
         // the recorded times in order.
         let now = now.max(self.entered_at);
+        self.account(now);
         self.probes.iter_mut().for_each(|p| *p = None);
         self.probe_successes = 0;
         self.probes_admitted = 0;
@@ -744,8 +780,9 @@ impl Machine {
         until: Option<u64>,
     ) -> Transition {
         self.open_period = 0;
+        let t = self.enter(now, State::ForcedOpen, Reason::ForcedOpen { actor, note });
         self.override_until = until;
-        self.enter(now, State::ForcedOpen, Reason::ForcedOpen { actor, note })
+        t
     }
 
     /// An operator closes the breaker until reset, or until `until`: calls
@@ -793,6 +830,9 @@ impl Machine {
             (State::ForcedOpen | State::ForcedClosed, _) | (State::Closed, None) => None,
             (State::HalfOpen, _) if probe_out => None,
             (State::Open, Some(until)) => {
+                // The time so far is open or half-open by the period that
+                // is ending; the new one counts from now.
+                self.account(now);
                 self.reopens = step;
                 self.open_until = until;
                 self.open_period = self.open_until.saturating_sub(self.entered_at);
@@ -818,6 +858,8 @@ impl Machine {
         if !self.override_expired(now) {
             return None;
         }
+        // The time since the expiry is closed time, as snapshots read it.
+        self.account(now);
         self.override_until = None;
         Some(self.close(now, Reason::OverrideExpired))
     }
@@ -825,6 +867,7 @@ impl Machine {
     /// An operator closes the breaker, clearing the trip counters and the
     /// backoff. Lifetime totals are kept.
     pub(crate) fn reset(&mut self, now: u64, actor: Arc<str>, note: Arc<str>) -> Transition {
+        self.account(now);
         self.override_until = None;
         self.close(now, Reason::Reset { actor, note })
     }
@@ -910,6 +953,37 @@ impl Machine {
         }
     }
 
+    /// Files the time since the last account under the states it was spent
+    /// in (see [`state_nanos_at`](Self::state_nanos_at)).
+    fn account(&mut self, now: u64) {
+        self.state_nanos = self.state_nanos_at(now);
+        self.accounted_to = self.accounted_to.max(now);
+    }
+
+    /// Nanoseconds spent in each state (gauge order) up to `now`, as
+    /// [`state_at`](Self::state_at) reads the time since the last account:
+    /// an open breaker is half-open from the end of its period, an
+    /// override is closed from its expiry. Never less than an earlier
+    /// reading, so each feeds a monotonic counter.
+    fn state_nanos_at(&self, now: u64) -> [u64; 5] {
+        let mut t = self.state_nanos;
+        let from = self.accounted_to;
+        if now <= from {
+            return t;
+        }
+        let (split, after) = match self.state {
+            State::Open => (self.open_until, State::HalfOpen),
+            State::ForcedOpen | State::ForcedClosed => {
+                (self.override_until.unwrap_or(u64::MAX), State::Closed)
+            }
+            s => (u64::MAX, s),
+        };
+        let mid = split.clamp(from, now);
+        t[gauge_index(self.state)] += mid - from;
+        t[gauge_index(after)] += now - mid;
+        t
+    }
+
     fn a_probe_expired(&self, now: u64) -> bool {
         self.probes.iter().flatten().any(|p| p.deadline <= now)
     }
@@ -928,6 +1002,10 @@ impl Machine {
             retry_after: (self.state == State::Open).then(|| self.open_until.saturating_sub(now)),
             open_period: self.open_period,
             trips: self.trips,
+            reopens: self.reopens_total,
+            probes: self.probe_totals,
+            state_nanos: self.state_nanos_at(now),
+            call_durations: self.durations.clone(),
             totals: self.totals,
             in_state: now.saturating_sub(self.entered_at),
             probes_in_flight: self.probes.iter().flatten().count() as u32,
@@ -978,6 +1056,18 @@ impl Machine {
             _ => {}
         }
         v
+    }
+}
+
+/// A state's place in gauge order (closed, open, half-open, forced open,
+/// forced closed), as `Snapshot::status_gauge` numbers them.
+fn gauge_index(state: State) -> usize {
+    match state {
+        State::Closed => 0,
+        State::Open => 1,
+        State::HalfOpen => 2,
+        State::ForcedOpen => 3,
+        State::ForcedClosed => 4,
     }
 }
 

@@ -9,13 +9,20 @@
 //! [`status`](Snapshot::status). A [`Reason`] is its message, a
 //! [`FailureCause`] its `type_name` and `message`. A [`StateChange`] leaves
 //! out `at`, an instant of the process's monotonic clock that means nothing
-//! outside it, and adds the reason's `actor`.
+//! outside it, and adds the reason's `actor`. [`Snapshot::state_times`] is
+//! `state_seconds` (seconds per state, keyed by the state's name),
+//! [`Snapshot::call_durations`] is `{count, sum_seconds, buckets}` (or
+//! `null`), and [`Snapshot::recent_changes`] a list of state changes,
+//! oldest first.
 
 use std::time::Duration;
 
 use serde::ser::{Serialize, SerializeStruct, Serializer};
 
-use crate::{FailureCause, Reason, Snapshot, State, StateChange, Totals};
+use crate::{
+    CallDurations, FailureCause, ProbeTotals, Reason, Snapshot, State, StateChange, StateTimes,
+    Totals,
+};
 
 fn seconds(d: Duration) -> f64 {
     d.as_secs_f64()
@@ -55,6 +62,43 @@ impl Serialize for Totals {
     }
 }
 
+impl Serialize for ProbeTotals {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut out = s.serialize_struct("ProbeTotals", 4)?;
+        out.serialize_field("successes", &self.successes)?;
+        out.serialize_field("failures", &self.failures)?;
+        out.serialize_field("expired", &self.expired)?;
+        out.serialize_field("ignored", &self.ignored)?;
+        out.end()
+    }
+}
+
+/// Seconds per state, keyed by the states' names.
+impl Serialize for StateTimes {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut out = s.serialize_struct("StateTimes", 5)?;
+        out.serialize_field("closed", &seconds(self.closed))?;
+        out.serialize_field("open", &seconds(self.open))?;
+        out.serialize_field("half_open", &seconds(self.half_open))?;
+        out.serialize_field("forced_open", &seconds(self.forced_open))?;
+        out.serialize_field("forced_closed", &seconds(self.forced_closed))?;
+        out.end()
+    }
+}
+
+/// `count`, `sum_seconds`, and `buckets` as `[bound_seconds, calls]` pairs
+/// (cumulative, as Prometheus's `le` buckets).
+impl Serialize for CallDurations {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut out = s.serialize_struct("CallDurations", 3)?;
+        out.serialize_field("count", &self.count())?;
+        out.serialize_field("sum_seconds", &seconds(self.sum()))?;
+        let buckets: Vec<(f64, u64)> = self.buckets().map(|(b, n)| (seconds(b), n)).collect();
+        out.serialize_field("buckets", &buckets)?;
+        out.end()
+    }
+}
+
 impl Serialize for StateChange {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut out = s.serialize_struct("StateChange", 7)?;
@@ -71,7 +115,7 @@ impl Serialize for StateChange {
 
 impl Serialize for Snapshot {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut out = s.serialize_struct("Snapshot", 28)?;
+        let mut out = s.serialize_struct("Snapshot", 33)?;
         out.serialize_field("name", &*self.name)?;
         out.serialize_field("state", &self.state)?;
         out.serialize_field("status", self.status())?;
@@ -84,6 +128,10 @@ impl Serialize for Snapshot {
         out.serialize_field("retry_after_seconds", &self.retry_after.map(seconds))?;
         out.serialize_field("open_duration_seconds", &seconds(self.open_duration))?;
         out.serialize_field("trips", &self.trips)?;
+        out.serialize_field("reopens", &self.reopens)?;
+        out.serialize_field("probes", &self.probes)?;
+        out.serialize_field("state_seconds", &self.state_times)?;
+        out.serialize_field("call_durations", &self.call_durations)?;
         out.serialize_field("totals", &self.totals)?;
         out.serialize_field("time_in_state_seconds", &seconds(self.time_in_state))?;
         out.serialize_field("probes_in_flight", &self.probes_in_flight)?;
@@ -106,6 +154,7 @@ impl Serialize for Snapshot {
         out.serialize_field("ramp_fraction", &self.ramp_fraction)?;
         out.serialize_field("maintenance_seconds_left", &self.maintenance.map(seconds))?;
         out.serialize_field("neutral_failures", &self.neutral_failures)?;
+        out.serialize_field("recent_changes", &*self.recent_changes)?;
         out.end()
     }
 }

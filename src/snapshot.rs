@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{State, StateChange};
+use crate::{CallDurations, State, StateChange};
 
 /// Lifetime counts. They never go down (not even on
 /// [`reset`](crate::Breaker::reset)), so they map straight onto monotonic
@@ -24,6 +24,80 @@ pub struct Totals {
     /// Calls refused without being attempted: the number of times the
     /// caller had to take its fallback.
     pub short_circuits: u64,
+}
+
+/// Half-open probes by outcome, over the breaker's life. Like [`Totals`]
+/// they never go down.
+///
+/// A probe counts once, when it settles the question it was sent for: a
+/// probe that reports after the breaker has left that half-open period
+/// (it re-opened on another probe, or an operator stepped in) counts in
+/// [`Totals`] only, and so does a failure made neutral by a maintenance
+/// window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProbeTotals {
+    /// Probes that succeeded in time.
+    pub successes: u64,
+    /// Probes that failed, or succeeded slower than `slow_call_duration` (or
+    /// the latency policy's threshold): either way the breaker re-opens.
+    pub failures: u64,
+    /// Half-open periods ended by a probe out past `max_probe_duration`:
+    /// one each, whichever call or report found it.
+    pub expired: u64,
+    /// Probes whose error the classifier ignored: they give their place
+    /// back and decide nothing.
+    pub ignored: u64,
+}
+
+/// Time spent in each state over the breaker's life, read from the
+/// instants of its state changes (nothing is timed on the hot path). They
+/// never go down, so each maps onto a monotonic counter: "time open per
+/// provider per day" is one `increase()` of
+/// `fusebox_breaker_state_seconds_total{state="open"}`.
+///
+/// The time is assigned as [`Snapshot::state`] reads it: once an open
+/// period has ended with no call to probe, the time after its end is
+/// half-open time; once an override has expired with nothing to end it,
+/// closed time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StateTimes {
+    /// Time closed.
+    pub closed: Duration,
+    /// Time open.
+    pub open: Duration,
+    /// Time half-open.
+    pub half_open: Duration,
+    /// Time forced open by an operator.
+    pub forced_open: Duration,
+    /// Time forced closed by an operator.
+    pub forced_closed: Duration,
+}
+
+impl StateTimes {
+    /// The time spent in `state`.
+    pub fn get(&self, state: State) -> Duration {
+        match state {
+            State::Closed => self.closed,
+            State::Open => self.open,
+            State::HalfOpen => self.half_open,
+            State::ForcedOpen => self.forced_open,
+            State::ForcedClosed => self.forced_closed,
+        }
+    }
+
+    /// From nanoseconds in gauge order (closed, open, half-open, forced
+    /// open, forced closed).
+    pub(crate) fn from_nanos(n: [u64; 5]) -> Self {
+        StateTimes {
+            closed: Duration::from_nanos(n[0]),
+            open: Duration::from_nanos(n[1]),
+            half_open: Duration::from_nanos(n[2]),
+            forced_open: Duration::from_nanos(n[3]),
+            forced_closed: Duration::from_nanos(n[4]),
+        }
+    }
 }
 
 /// A consistent view of a breaker at one instant.
@@ -47,8 +121,10 @@ pub struct Totals {
 /// the breaker's lock after every success counted without it has been
 /// handed over, so `totals` and the window counts describe the same calls.
 ///
-/// Taking one locks the breaker once and copies a few dozen bytes; polling
-/// every second from a metrics thread costs nothing measurable.
+/// Taking one locks the breaker once and copies a few dozen bytes (and, for
+/// a breaker that times its calls, its call-duration histogram: one
+/// allocation); polling every second from a metrics thread costs nothing
+/// measurable.
 ///
 /// With the `serde` feature (or `admin`, which serves it) a snapshot
 /// implements `serde::Serialize`, for logging or shipping it as is: keys are
@@ -64,6 +140,9 @@ pub struct Totals {
 pub struct Snapshot {
     /// The breaker's name.
     pub name: Arc<str>,
+    /// When it was taken, on the breaker's clock: `taken_at - change.at`
+    /// is how long ago a state change in `recent_changes` happened.
+    pub taken_at: quanta::Instant,
     /// The state a call made now would meet (see above).
     pub state: State,
     /// The current run of consecutive failures.
@@ -83,8 +162,29 @@ pub struct Snapshot {
     pub retry_after: Option<Duration>,
     /// The length of the current open period (zero when closed).
     pub open_duration: Duration,
-    /// How many times the breaker has opened on its own.
+    /// How many outages the breaker has opened for on its own: openings
+    /// from closed (a trip condition). Re-opens after a failed probe are
+    /// counted apart, in [`reopens`](Self::reopens).
     pub trips: u64,
+    /// How many times an outage's open period was renewed: a probe failed,
+    /// was slow or ran past `max_probe_duration`, a `half_open_rate` round
+    /// failed, or a call failed during a ramp-up after recovery (the
+    /// outage's backoff goes on). Each lengthens the backoff.
+    pub reopens: u64,
+    /// Half-open probes by outcome.
+    pub probes: ProbeTotals,
+    /// Time spent in each state, this one included up to now.
+    pub state_times: StateTimes,
+    /// With call timing (`slow_call_duration` or a latency policy), the
+    /// durations of the calls that reported, as a histogram over
+    /// `call_duration_buckets`; `None` for a breaker that does not time its
+    /// calls. Copying it is a snapshot's one allocation, for such a breaker
+    /// only.
+    pub call_durations: Option<CallDurations>,
+    /// The last state changes, oldest first: at most `event_log_capacity`
+    /// (16 unless configured). Shared, not copied: taking a snapshot adds
+    /// a reference.
+    pub recent_changes: Arc<[StateChange]>,
     /// Lifetime counts.
     pub totals: Totals,
     /// How long the breaker has been in its current state: for an open

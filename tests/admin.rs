@@ -167,9 +167,53 @@ fn health_is_503_while_a_critical_breaker_refuses_calls() {
     trip(&registry.get("fx").unwrap(), 2);
     let health = get(admin.addr(), "/health");
     assert_eq!(health.status, 503);
+    let fx = serde_json::json!({"state": "open", "ready": false});
     assert_eq!(
         health.json(),
-        serde_json::json!({"status": "unready", "refusing": ["fx"]})
+        serde_json::json!({
+            "status": "unready",
+            "refusing": ["fx"],
+            "liveness": {"status": "up"},
+            "readiness": {"status": "unready", "breakers": {"fx": fx}},
+        })
+    );
+    // Spring's split: the process is alive, and not ready.
+    let live = get(admin.addr(), "/health/liveness");
+    assert_eq!(
+        (live.status, live.json()),
+        (200, serde_json::json!({"status": "up"}))
+    );
+    let ready = get(admin.addr(), "/health/readiness");
+    assert_eq!(
+        (ready.status, ready.json()),
+        (
+            503,
+            serde_json::json!({"status": "unready", "breakers": {"fx": fx}})
+        )
+    );
+    // Forced closed admits every call: ready again. news, open, has no say.
+    trip(&registry.get("news").unwrap(), 2);
+    registry
+        .force_closed("fx", &fusebox::registry::Override::new("ops", "known good"))
+        .unwrap();
+    let ready = get(admin.addr(), "/health/readiness");
+    assert_eq!(
+        (ready.status, ready.json()),
+        (
+            200,
+            serde_json::json!({"status": "ready", "breakers": {
+                "fx": {"state": "forced_closed", "ready": true}
+            }})
+        )
+    );
+    assert_eq!(get(admin.addr(), "/health").json()["status"], "ready");
+    assert!(get(admin.addr(), "/health")
+        .json()
+        .get("refusing")
+        .is_none());
+    assert_eq!(
+        post(admin.addr(), "/health/liveness", bearer(), BODY).status,
+        405
     );
 }
 
@@ -813,4 +857,58 @@ fn an_actor_or_reason_with_a_control_character_gets_400_and_changes_nothing() {
         assert_eq!(answer.status, 400, "{body:?}: {}", answer.body);
     }
     unchanged(&registry);
+}
+
+#[test]
+fn events_lists_a_breakers_last_state_changes_oldest_first() {
+    let (registry, admin) = start();
+    let addr = admin.addr();
+    let news = registry.get("news").unwrap();
+    trip(&news, 2);
+    let answer = post(addr, "/breakers/news/force-open", bearer(), BODY);
+    assert_eq!(answer.status, 200, "{}", answer.body);
+
+    let answer = get(addr, "/breakers/news/events");
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let v = answer.json();
+    assert_eq!(v["breaker"], "news");
+    assert_eq!(v["capacity"], 16);
+    let events = v["events"].as_array().expect("a list");
+    let seen: Vec<(&str, &str, Option<&str>)> = events
+        .iter()
+        .map(|e| {
+            (
+                e["from"].as_str().unwrap(),
+                e["to"].as_str().unwrap(),
+                e["actor"].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            ("closed", "open", None),
+            ("open", "forced_open", Some("alice")),
+        ]
+    );
+    assert_eq!(
+        events[1]["reason"]
+            .as_str()
+            .map(|r| r.contains("vendor maintenance")),
+        Some(true)
+    );
+    assert_eq!(events[0]["seq"], 1);
+    assert!(events[0]["seconds_ago"].as_f64().is_some());
+    assert!(events[0]["wall_time"].as_str().unwrap().ends_with('Z'));
+    // The same list is in the snapshot, as `recent_changes`.
+    let snap = get(addr, "/breakers/news").json();
+    assert_eq!(snap["recent_changes"].as_array().map(Vec::len), Some(2));
+
+    assert_eq!(get(addr, "/breakers/nope/events").status, 404);
+    assert_eq!(
+        post(addr, "/breakers/news/events", bearer(), BODY).status,
+        405
+    );
+    let fx = get(addr, "/breakers/fx/events").json();
+    assert_eq!(fx["events"].as_array().map(Vec::len), Some(0));
 }

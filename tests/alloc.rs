@@ -148,3 +148,42 @@ fn a_snapshot_allocates_nothing() {
     });
     assert_eq!(n, 0);
 }
+
+/// Times its calls (`slow_call_duration`), so it keeps a call-duration
+/// histogram.
+fn timed_config() -> Breaker {
+    Breaker::builder("alloc")
+        .call_path(CallPath::ReferenceData)
+        .classifier(Classifier::every_error_is_a_failure())
+        .consecutive_failure_threshold(u32::MAX)
+        .failure_rate_threshold(None)
+        .slow_call_duration(HOUR)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_timed_call_files_its_duration_without_allocating() {
+    let breaker = timed_config();
+    let n = counting_alloc::allocations_per_1000(|| {
+        breaker.call(ok).unwrap();
+    });
+    assert_eq!(n, 0);
+    let n = counting_alloc::allocations_per_1000(|| {
+        let _ = breaker.call(timed_out);
+    });
+    assert_eq!(n, 0);
+    let filed = breaker.snapshot().call_durations.unwrap().count();
+    assert!(filed >= 2_000, "{filed} calls filed");
+}
+
+#[test]
+fn a_snapshot_of_a_timed_breaker_allocates_once_for_its_histogram() {
+    let breaker = timed_config();
+    breaker.call(ok).unwrap();
+    let n = counting_alloc::allocations_per_1000(|| {
+        let snap = breaker.snapshot();
+        assert!(snap.call_durations.is_some());
+    });
+    assert_eq!(n, 1_000);
+}

@@ -69,7 +69,14 @@ fn grows_by_the_multiplier_on_each_failed_probe_up_to_the_maximum() {
     let (b, mock) = escalating(SEC, 2.0, 10 * SEC, 0.0, 0);
     let periods = outage(&b, &mock, 6);
     assert_eq!(periods, secs(&[1.0, 2.0, 4.0, 8.0, 10.0, 10.0, 10.0]));
-    assert_eq!(b.snapshot().trips, 7);
+    // One outage: one trip, six re-opens on six failed probes.
+    let s = b.snapshot();
+    assert_eq!((s.trips, s.reopens), (1, 6));
+    assert_eq!((s.probes.failures, s.probes.successes), (6, 0));
+    // Every open period was waited out to its end, and each probe went at
+    // once: the outage was open time only.
+    assert_eq!(s.state_times.open, periods.iter().sum::<Duration>());
+    assert_eq!(s.state_times.half_open, Duration::ZERO);
 }
 
 #[test]

@@ -60,6 +60,11 @@ fn a_business_error_passes_through_unchanged_and_moves_no_counter() {
     assert_eq!(after.totals.ignored, before.totals.ignored + 50);
     after.totals.calls = before.totals.calls;
     after.totals.ignored = before.totals.ignored;
+    // A breaker that times its calls files every call's duration, ignored
+    // ones included.
+    let count = |s: &fusebox::Snapshot| s.call_durations.as_ref().map(|h| h.count());
+    assert_eq!(count(&after), count(&before).map(|n| n + 50));
+    after.call_durations = before.call_durations.clone();
     assert_eq!(counters(&after), counters(&before));
     // The run of two failures is intact: one more opens it.
     fail(&b).unwrap_err();
@@ -78,11 +83,16 @@ fn a_business_error_in_half_open_moves_no_counter_and_frees_the_probe() {
     assert_eq!(after.probes_in_flight, 0);
     after.totals.calls -= 1;
     after.totals.ignored -= 1;
+    // The probe counts as an ignored one, and its duration is filed.
+    assert_eq!(after.probes.ignored, before.probes.ignored + 1);
+    after.probes = before.probes;
+    after.call_durations = before.call_durations.clone();
     // Entering half-open is a state change; compare from there.
     let mut before = before;
     before.state = State::HalfOpen;
     before.retry_after = None;
     before.last_transition = after.last_transition.clone();
+    before.recent_changes = after.recent_changes.clone();
     assert_eq!(counters(&after), counters(&before));
 }
 

@@ -96,7 +96,15 @@ fn sixty_four_threads_at_the_end_of_the_open_period_admit_exactly_one_probe() {
         }
     });
     let s = b.snapshot();
-    assert_eq!(s.trips as usize, 1 + ROUNDS);
+    // A failed probe (even rounds) re-opens; a closed breaker's failure
+    // after a successful probe (odd rounds) trips anew.
+    let failed_probes = ROUNDS.div_ceil(2);
+    assert_eq!(s.trips as usize, 1 + ROUNDS / 2);
+    assert_eq!(s.reopens as usize, failed_probes);
+    assert_eq!(
+        (s.probes.failures as usize, s.probes.successes as usize),
+        (failed_probes, ROUNDS / 2)
+    );
     assert_eq!(
         s.totals.short_circuits as usize,
         ROUNDS * THREADS,
@@ -214,6 +222,37 @@ fn concurrent_failures_open_it_exactly_once() {
     assert_eq!(
         s.totals.calls + s.totals.short_circuits,
         (THREADS * 200) as u64
+    );
+}
+
+#[test]
+fn refusals_are_exact_as_threads_come_and_go() {
+    // Waves of threads, each wave ending before the next starts: a thread
+    // that owns a counter slot gives it back when it ends, and the next
+    // owner adds on from where it left off.
+    const WAVES: usize = 20;
+    const THREADS: usize = 5;
+    const CALLS: usize = 1_000;
+    let (builder, _mock) = quiet("refdata");
+    let b = builder.consecutive_failure_threshold(1).build().unwrap();
+    let _ = fail(&b);
+    assert_eq!(b.state(), State::Open);
+    for _ in 0..WAVES {
+        let start = Barrier::new(THREADS);
+        std::thread::scope(|s| {
+            for _ in 0..THREADS {
+                s.spawn(|| {
+                    start.wait();
+                    for _ in 0..CALLS {
+                        assert!(b.try_acquire().is_err());
+                    }
+                });
+            }
+        });
+    }
+    assert_eq!(
+        b.snapshot().totals.short_circuits,
+        (WAVES * THREADS * CALLS) as u64
     );
 }
 

@@ -67,6 +67,44 @@ fn refuses_order_cancel_kill_switch_and_risk_check_paths() {
 }
 
 #[test]
+fn refuses_a_custom_label_that_names_a_refused_path() {
+    for (label, path) in [
+        ("order_cancel", CallPath::OrderCancel),
+        ("Order-Cancel", CallPath::OrderCancel),
+        ("cancel order", CallPath::OrderCancel),
+        ("  order.submission ", CallPath::OrderSubmission),
+        ("KILL_SWITCH", CallPath::KillSwitch),
+        ("pre-trade risk check", CallPath::RiskCheck),
+    ] {
+        let e = refused_for(valid().call_path(CallPath::custom(label)), "call_path");
+        assert_eq!(
+            CallPath::custom(label).refusal(),
+            path.refusal(),
+            "{label} is refused for the reason {path} is"
+        );
+        assert!(e.to_string().contains(label.trim()), "{e}");
+        let config = BreakerConfig::builder()
+            .call_path(CallPath::custom(label))
+            .classifier(Classifier::every_error_is_a_failure())
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(config, ConfigError::ForbiddenCallPath { .. }),
+            "{label}"
+        );
+    }
+    // Labels that only mention an order or a risk are other paths.
+    for label in [
+        "order_book",
+        "orders_history",
+        "risk_reports_eod",
+        "cancelled_trades_feed",
+    ] {
+        valid().call_path(CallPath::custom(label)).build().unwrap();
+    }
+}
+
+#[test]
 fn accepts_the_optional_paths() {
     for path in [
         CallPath::ReferenceData,

@@ -56,6 +56,19 @@ fn the_documented_example_loads() {
         registry.breaker("sentiment", "vendor"),
         Err(RegistryError::Conflict { .. })
     ));
+    // instruments times its calls into the file's buckets, and keeps 32
+    // state changes.
+    let instruments = registry.get("instruments").unwrap();
+    assert_eq!(instruments.event_log_capacity(), 32);
+    let _ = instruments.call(|| Ok::<_, std::io::Error>(()));
+    let durations = instruments.snapshot().call_durations.expect("timed");
+    let bounds: Vec<Duration> = durations.buckets().map(|(b, _)| b).collect();
+    assert_eq!(bounds.len(), 9);
+    assert_eq!(
+        (bounds[0], bounds[8]),
+        (Duration::from_millis(1), Duration::from_secs(1))
+    );
+    assert_eq!(durations.count(), 1);
 }
 
 #[test]
@@ -273,6 +286,16 @@ fn values_that_break_a_rule_name_the_entry_the_field_and_the_rule() {
              half_open_max_probes = 3",
             "half_open_max_probes",
             "or the breaker could never close",
+        ),
+        (
+            "call_duration_buckets = [\"10ms\", \"5ms\"]",
+            "call_duration_buckets",
+            "must increase strictly",
+        ),
+        (
+            "event_log_capacity = 2000",
+            "event_log_capacity",
+            "must be between 0 and 1024",
         ),
     ] {
         let err = template_line(line);

@@ -81,6 +81,57 @@ fn process(redis: &RedisServer, prefix: &str) -> (Fleet, Breaker) {
 }
 
 #[test]
+fn status_shows_the_members_tripped_alone_and_what_opened_the_fleet() {
+    let redis = RedisServer::start();
+    let (_fa, a) = process(&redis, "quorum");
+    let (_fb, b) = process(&redis, "quorum");
+    wait_for("two members", || {
+        json(
+            &redis,
+            &["--prefix", "quorum", "status", "vendor", "--json"],
+        )["members"]
+            == 2
+    });
+    assert!(fail(&a).is_err());
+    wait_for("A's lone trip to count", || {
+        json(
+            &redis,
+            &["--prefix", "quorum", "status", "vendor", "--json"],
+        )["tripped"]
+            == 1
+    });
+    let one = json(
+        &redis,
+        &["--prefix", "quorum", "status", "vendor", "--json"],
+    );
+    assert_eq!(one["state"], "closed", "one of two is no quorum: {one}");
+    assert!(one["opened_by"].is_null());
+    let table = ok(&redis, &["--prefix", "quorum", "status"]);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[0].contains("TRIPPED") && lines[0].contains("OPENED BY"),
+        "{table}"
+    );
+    let row: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(&row[..2], ["vendor", "closed"], "{table}");
+    assert_eq!(&row[6..8], ["1", "-"], "members 2, tripped 1: {table}");
+
+    assert!(fail(&b).is_err());
+    wait_for("the quorum to open the fleet", || {
+        json(
+            &redis,
+            &["--prefix", "quorum", "status", "vendor", "--json"],
+        )["opened_by"]
+            == "quorum"
+    });
+    let table = ok(&redis, &["--prefix", "quorum", "status"]);
+    assert!(
+        table.lines().nth(1).unwrap().contains(" quorum "),
+        "{table}"
+    );
+}
+
+#[test]
 fn status_prints_the_fleets_state_as_a_table_and_as_json() {
     let redis = RedisServer::start();
     let (_fleet, breaker) = process(&redis, "st");
@@ -108,6 +159,11 @@ fn status_prints_the_fleets_state_as_a_table_and_as_json() {
     assert_eq!(one["name"], "vendor");
     assert_eq!(one["epoch"], 1);
     assert_eq!(one["members"], 1);
+    assert_eq!(one["tripped"], 0);
+    assert_eq!(
+        one["opened_by"], "quorum",
+        "a fleet of one opens at its trip"
+    );
     assert!(one["override"].is_null());
     let all = json(&redis, &["--prefix", "st", "status", "--json"]);
     let all = all.as_array().expect("an array for every breaker");
@@ -115,6 +171,7 @@ fn status_prints_the_fleets_state_as_a_table_and_as_json() {
     assert_eq!(names, ["quotes", "vendor"]);
     assert_eq!(all[0]["state"], "forced_closed");
     assert_eq!(all[0]["members"], 0);
+    assert!(all[0]["opened_by"].is_null(), "forced closed");
     assert_eq!(all[0]["override"]["actor"], "alice");
     assert_eq!(all[0]["override"]["reason"], "vendor \"green\"");
     assert!(all[0]["override"]["expires_in_ms"].is_null());

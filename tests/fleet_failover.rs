@@ -97,6 +97,10 @@ fn probes(subs: &[fusebox::Subscription]) -> usize {
 /// Quick agents: a 2 ms tick, a 20 ms refresh, a quick reconnection.
 fn quick(b: FleetBuilder, prefix: &str) -> Fleet {
     b.prefix(prefix)
+        // One process's trip opens the fleet (no quorum): the test is of the
+        // open period and its probe through a failover.
+        .min_members(1)
+        .member_ratio(0.0)
         .tick(2 * MS)
         .refresh(20 * MS)
         .reconnect_backoff(5 * MS, 100 * MS)

@@ -34,6 +34,10 @@ const LEASE: Duration = Duration::from_secs(120);
 fn fleet(redis: &RedisServer, prefix: &str, idle: Duration) -> Fleet {
     Fleet::builder(redis.url())
         .prefix(prefix)
+        // One process's trip opens the fleet (no quorum): these tests are
+        // of the lease, in the periods one trip starts.
+        .min_members(1)
+        .member_ratio(0.0)
         .tick(2 * MS)
         .refresh(20 * MS)
         .hold_margin(SEC)
@@ -221,6 +225,10 @@ fn a_give_back_of_a_lease_of_an_older_period_changes_nothing() {
     // before its give-back, and gives back the token it holds.
     let fa = Fleet::builder(redis.url())
         .prefix("stale")
+        // Its trip opens the fleet at once: a rule that counts members
+        // would judge it only after a `presence` of four refreshes here.
+        .min_members(1)
+        .member_ratio(0.0)
         .tick(2 * MS)
         .refresh(LEASE)
         .probe_lease(LEASE)

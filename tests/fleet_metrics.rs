@@ -73,6 +73,26 @@ fn a_scrape_shows_each_registered_fleets_figures_by_prefix() {
     ] {
         assert_eq!(series(name), Some(want as f64), "{name} in\n{text}");
     }
+    // The breaker's quorum, as the agent last read it: opened by the
+    // window, one member (this one), none tripped alone.
+    let of_breaker = |name: &str, more: &str| {
+        let labels = format!("{{prefix=\"metrics\",breaker=\"{}\"{more}}}", b.name());
+        value(&text, &format!("{name}{labels}"))
+    };
+    for (name, more, want) in [
+        ("fusebox_fleet_members", "", 1.0),
+        ("fusebox_fleet_tripped_members", "", 0.0),
+        ("fusebox_fleet_alone", "", 0.0),
+        ("fusebox_fleet_opened_by", ",by=\"failure_window\"", 1.0),
+        ("fusebox_fleet_opened_by", ",by=\"quorum\"", 0.0),
+        ("fusebox_fleet_opened_by", ",by=\"operator\"", 0.0),
+    ] {
+        assert_eq!(
+            of_breaker(name, more),
+            Some(want),
+            "{name}{more} in\n{text}"
+        );
+    }
     // These move with every tick: the scrape lies between two snapshots.
     for (name, low, high) in [
         ("fusebox_fleet_reads_total", before.reads, after.reads),

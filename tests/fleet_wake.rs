@@ -54,6 +54,10 @@ fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
 fn sleepy(redis: &RedisServer, prefix: &str) -> FleetBuilder {
     Fleet::builder(redis.url())
         .prefix(prefix)
+        // One process's trip reaches the other (no quorum): the test is of
+        // how soon it does.
+        .min_members(1)
+        .member_ratio(0.0)
         .tick(60 * SEC)
         .refresh(60 * SEC)
         .hold_margin(SEC)

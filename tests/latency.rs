@@ -544,7 +544,13 @@ fn a_slow_probe_reopens_it_for_longer_when_a_slow_call_is_defined() {
     let _ = sim.ok(ms(80));
     assert_eq!(sim.state(), State::Open);
     assert_eq!(sim.breaker.snapshot().open_duration, OPEN);
-    assert_eq!(sim.breaker.snapshot().trips, 4);
+    // Two outages; the first re-opened on a slow probe and a failed one.
+    let s = sim.breaker.snapshot();
+    assert_eq!((s.trips, s.reopens), (2, 2));
+    assert_eq!((s.probes.successes, s.probes.failures), (1, 2));
+    // A breaker that times its calls files every one it measured.
+    let durations = s.call_durations.expect("a timed breaker keeps a histogram");
+    assert_eq!(durations.count(), s.totals.calls);
 }
 
 #[test]

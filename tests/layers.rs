@@ -24,12 +24,14 @@ use std::path::{Path, PathBuf};
 /// The folders of `src/` that stand on the core: no core file imports any file in them.
 const CAPABILITIES: &[&str] = &[
     "admin",
+    "chain",
     "config_file",
     "fleet",
     "http",
     "isolation",
     "prometheus",
     "registry",
+    "retry",
     "trading",
 ];
 

@@ -76,12 +76,16 @@ fn scrape(registry: &Registry) -> Exposition {
         .unwrap_or_else(|e| panic!("the scrape does not parse: {e:?}\n{text}"))
 }
 
-fn check_breaker(expo: &Exposition, snap: &Snapshot, call_path: &str) {
+fn check_breaker(expo: &Exposition, snap: &Snapshot, call_path: &str, critical: bool) {
     let l = [("breaker", &*snap.name), ("call_path", call_path)];
     let with = |k: &'static str, v: &'static str| [l[0], l[1], (k, v)];
     assert_eq!(
         sample(expo, "fusebox_breaker_state", &l),
         f64::from(snap.status_gauge())
+    );
+    assert_eq!(
+        sample(expo, "fusebox_breaker_critical", &l),
+        f64::from(u8::from(critical))
     );
     assert_eq!(
         sample(expo, "fusebox_breaker_in_maintenance", &l),
@@ -125,6 +129,40 @@ fn check_breaker(expo: &Exposition, snap: &Snapshot, call_path: &str) {
         t.short_circuits as f64
     );
     assert_eq!(sample(expo, "fusebox_breaker_trips", &l), snap.trips as f64);
+    assert_eq!(
+        sample(expo, "fusebox_breaker_reopens", &l),
+        snap.reopens as f64
+    );
+    let p = &snap.probes;
+    for (outcome, n) in [
+        ("success", p.successes),
+        ("failure", p.failures),
+        ("expired", p.expired),
+        ("ignored", p.ignored),
+    ] {
+        assert_eq!(
+            sample(expo, "fusebox_breaker_probes", &with("outcome", outcome)),
+            n as f64
+        );
+    }
+    for state in [
+        State::Closed,
+        State::Open,
+        State::HalfOpen,
+        State::ForcedOpen,
+        State::ForcedClosed,
+    ] {
+        assert_eq!(
+            sample(
+                expo,
+                "fusebox_breaker_state_seconds",
+                &with("state", state.as_str())
+            ),
+            snap.state_times.get(state).as_secs_f64(),
+            "{} {state}",
+            snap.name
+        );
+    }
     assert_eq!(
         sample(expo, "fusebox_breaker_probes_in_flight", &l),
         f64::from(snap.probes_in_flight)
@@ -173,6 +211,7 @@ fn the_scrape_parses_and_matches_every_snapshot() {
     let ratings = registry.breaker("ratings", "timed").unwrap();
     registry.breaker("idle", "vendor").unwrap();
     let held = registry.breaker("held", "vendor").unwrap();
+    registry.set_critical("news", true).unwrap();
 
     // news: two failures open it, a refusal is counted, 3 s pass.
     trip(&news, 2);
@@ -205,7 +244,7 @@ fn the_scrape_parses_and_matches_every_snapshot() {
     assert_eq!(snaps.len(), 5);
     for snap in &snaps {
         let path = registry.get(&snap.name).unwrap().call_path();
-        check_breaker(&expo, snap, path.as_str());
+        check_breaker(&expo, snap, path.as_str(), registry.is_critical(&snap.name));
     }
     // Spot checks that the comparison above is about something: news has
     // been open for 3 s, then 1.5 s of ratings' calls.
@@ -239,6 +278,39 @@ fn the_scrape_parses_and_matches_every_snapshot() {
         snaps[3].latency_percentile.unwrap().as_secs_f64()
     );
     assert_eq!(&*snaps[3].name, "ratings");
+    // news tripped at once and has been open for 4.5 s since, one outage.
+    assert_eq!(
+        sample(
+            &expo,
+            "fusebox_breaker_state_seconds",
+            &[news_labels[0], news_labels[1], ("state", "open")]
+        ),
+        4.5
+    );
+    assert_eq!(sample(&expo, "fusebox_breaker_trips", &news_labels), 1.0);
+    assert_eq!(sample(&expo, "fusebox_breaker_reopens", &news_labels), 0.0);
+    // ratings times its calls: 300 ms and 200 ms, in the histogram.
+    let durations = &expo.families["fusebox_breaker_call_duration_seconds"];
+    assert_eq!(durations.iter_samples().count(), 1, "only ratings");
+    let h = durations
+        .iter_samples()
+        .find_map(|s| match &s.value {
+            OpenMetricsValue::Histogram(h) => Some(h.clone()),
+            _ => None,
+        })
+        .expect("a histogram");
+    assert_eq!(h.count, Some(2));
+    assert_eq!(h.sum.map(|n| n.as_f64()), Some(0.5));
+    let le = |bound: f64| {
+        h.buckets
+            .iter()
+            .find(|b| b.upper_bound == bound)
+            .map(|b| b.count.as_f64())
+    };
+    assert_eq!(
+        (le(0.1), le(0.25), le(0.5), le(f64::INFINITY)),
+        (Some(0.0), Some(1.0), Some(2.0), Some(2.0))
+    );
     let held_labels = [("breaker", "held"), ("call_path", "alt_data")];
     assert_eq!(sample(&expo, "fusebox_breaker_state", &held_labels), 4.0);
     assert_eq!(
@@ -262,6 +334,7 @@ fn the_scrape_parses_and_matches_every_snapshot() {
 fn the_families_follow_prometheus_naming() {
     let (registry, _mock) = registry();
     registry.breaker("news", "vendor").unwrap();
+    registry.breaker("ratings", "timed").unwrap();
     let expo = scrape(&registry);
     for (name, family) in &expo.families {
         assert!(name.starts_with("fusebox_breaker_"), "{name}");
@@ -271,6 +344,7 @@ fn the_families_follow_prometheus_naming() {
                 assert!(text.contains(&format!("{name}_total{{")), "{name}");
             }
             OpenMetricsType::Gauge => {}
+            OpenMetricsType::Histogram => assert!(name.ends_with("_seconds"), "{name}"),
             ref other => panic!("{name} is a {other:?}"),
         }
         if !family.unit.is_empty() {
@@ -283,7 +357,8 @@ fn the_families_follow_prometheus_naming() {
     );
 }
 
-/// How many series `breaker` writes.
+/// How many series `breaker` writes: a histogram writes one per bucket
+/// (`+Inf` included), `_sum` and `_count`.
 fn series_of(expo: &Exposition, breaker: &str) -> usize {
     expo.families
         .values()
@@ -292,7 +367,11 @@ fn series_of(expo: &Exposition, breaker: &str) -> usize {
             s.get_labelset()
                 .is_ok_and(|set| set.get_label_value("breaker") == Some(breaker))
         })
-        .count()
+        .map(|s| match &s.value {
+            OpenMetricsValue::Histogram(h) => h.buckets.len() + 2,
+            _ => 1,
+        })
+        .sum()
 }
 
 #[test]
@@ -310,11 +389,13 @@ fn each_breaker_writes_the_series_the_docs_count_and_name() {
     succeed(&ratings).unwrap();
     assert!(ratings.snapshot().latency_percentile.is_some());
     let expo = scrape(&registry);
-    // docs/ops.md: 21 series per breaker, one more each with a latency
-    // policy or an expiring override.
-    assert_eq!(series_of(&expo, "news"), 21);
-    assert_eq!(series_of(&expo, "fx"), 22);
-    assert_eq!(series_of(&expo, "ratings"), 22);
+    // docs/ops.md: 32 series per breaker, one more each with a latency
+    // policy or an expiring override, and 20 more for one that times its
+    // calls (the default 16 buckets, +Inf, _sum, _count, the slow-call
+    // ratio).
+    assert_eq!(series_of(&expo, "news"), 32);
+    assert_eq!(series_of(&expo, "fx"), 33);
+    assert_eq!(series_of(&expo, "ratings"), 33 + 20);
     // Every family is in both tables: the rustdoc's and docs/ops.md's.
     let rustdoc = include_str!("../src/prometheus/mod.rs");
     let ops = include_str!("../docs/ops.md");
@@ -326,7 +407,7 @@ fn each_breaker_writes_the_series_the_docs_count_and_name() {
             );
         }
     }
-    assert!(ops.contains("writes 21 series per breaker"));
+    assert!(ops.contains("writes 32 series per breaker"));
 }
 
 #[test]
@@ -451,5 +532,53 @@ fn the_state_gauge_is_the_snapshots_status_gauge_inside_a_maintenance_window_too
     // The state set still tells the state under the window.
     let open = [labels[0], labels[1], ("state", "open")];
     assert_eq!(sample(&expo, "fusebox_breaker_in_state", &open), 1.0);
-    check_breaker(&expo, &snap, "alt_data");
+    check_breaker(&expo, &snap, "alt_data", false);
+}
+
+#[cfg(feature = "isolation")]
+#[test]
+fn a_registered_deadline_pool_shows_its_calls_in_flight_and_abandoned() {
+    use fusebox::isolation::{DeadlinePool, IsolationError};
+    use std::time::{Duration, Instant};
+
+    let (registry, _mock) = registry();
+    // A real pool on real time: the deadline only bounds a hang.
+    let pool = DeadlinePool::builder("vendor-sdk")
+        .threads(2)
+        .deadline(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    registry.register_deadline_pool(&pool).unwrap();
+    assert!(registry.register_deadline_pool(&pool).is_err());
+    let (release, hold) = crossbeam_channel::bounded::<()>(0);
+    let hung = pool.run(move || {
+        let _ = hold.recv();
+        Ok::<(), ()>(())
+    });
+    assert!(matches!(hung, Err(IsolationError::TimedOut(_))));
+
+    let p = [("pool", "vendor-sdk")];
+    let expo = scrape(&registry);
+    assert_eq!(sample(&expo, "fusebox_deadline_pool_threads", &p), 2.0);
+    assert_eq!(sample(&expo, "fusebox_deadline_pool_in_flight", &p), 1.0);
+    assert_eq!(sample(&expo, "fusebox_deadline_pool_abandoned", &p), 1.0);
+    assert_eq!(sample(&expo, "fusebox_deadline_pool_timed_out", &p), 1.0);
+    assert_eq!(sample(&expo, "fusebox_deadline_pool_refusals", &p), 0.0);
+
+    // The abandoned call returns: it no longer holds a thread.
+    drop(release);
+    let start = Instant::now();
+    while registry.deadline_pool_snapshots()[0].abandoned != 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the abandoned call returned"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let expo = scrape(&registry);
+    assert_eq!(sample(&expo, "fusebox_deadline_pool_abandoned", &p), 0.0);
+    assert_eq!(sample(&expo, "fusebox_deadline_pool_timed_out", &p), 1.0);
+    // Dropping the pool is not kept from ending its threads by the registry.
+    drop(pool);
+    assert_eq!(registry.deadline_pool_snapshots().len(), 1);
 }

@@ -281,6 +281,9 @@ struct Observed {
     window: (u64, u64, u64),
     probes_in_flight: u32,
     trips: u64,
+    reopens: u64,
+    /// The time in every state together: all the time since the build.
+    state_time_total: u64,
     totals: Totals,
     time_in_state: u64,
     last: Option<(State, State, Why, u64)>,
@@ -305,6 +308,7 @@ struct Model {
     probe_successes: u32,
     next_probe: u64,
     trips: u64,
+    reopens_total: u64,
     totals: Totals,
     last: Option<(State, State, Why, u64)>,
 }
@@ -326,6 +330,7 @@ impl Model {
             probe_successes: 0,
             next_probe: 0,
             trips: 0,
+            reopens_total: 0,
             totals: Totals::default(),
             last: None,
         }
@@ -390,14 +395,16 @@ impl Model {
     }
 
     fn open(&mut self, why: Why) {
+        // A trip opens an outage; anything else renews its open period.
         if why == Why::Trip {
             self.reopens = 0;
+            self.trips += 1;
         } else {
             self.reopens += 1;
+            self.reopens_total += 1;
         }
         self.open_duration = self.nominal();
         self.open_until = self.now + self.open_duration;
-        self.trips += 1;
         self.enter(State::Open, why);
     }
 
@@ -560,6 +567,8 @@ impl Model {
             window: self.window(),
             probes_in_flight: self.probes.len() as u32,
             trips: self.trips,
+            reopens: self.reopens_total,
+            state_time_total: self.now,
             totals: self.totals,
             time_in_state: self.now - self.entered_at,
             last: self.last,
@@ -652,6 +661,11 @@ fn real(b: &Breaker, base: quanta::Instant) -> Observed {
         window: (s.window_calls, s.window_failures, s.window_slow_calls),
         probes_in_flight: s.probes_in_flight,
         trips: s.trips,
+        reopens: s.reopens,
+        state_time_total: {
+            let t = s.state_times;
+            nanos(t.closed + t.open + t.half_open + t.forced_open + t.forced_closed)
+        },
         totals: Totals {
             calls: t.calls,
             successes: t.successes,

@@ -189,7 +189,7 @@ fn would_permit_is_false_once_a_probe_has_overstayed() {
     trip(&b, 1);
     mock.increment(10 * SEC);
     let hung = b.try_acquire().unwrap();
-    let trips = b.snapshot().trips;
+    let reopens = b.snapshot().reopens;
     assert!(b.would_permit(), "a second probe slot is free");
     mock.increment(5 * SEC);
     assert!(
@@ -199,12 +199,18 @@ fn would_permit_is_false_once_a_probe_has_overstayed() {
     // It reads as the next call would meet it (open again), but asking
     // reopened nothing and took no probe.
     assert_eq!(b.state(), State::Open);
-    assert_eq!(b.snapshot().trips, trips, "asking reopened nothing");
+    assert_eq!(b.snapshot().reopens, reopens, "asking reopened nothing");
     assert!(
         b.try_acquire().is_err(),
         "the next call finds the hung probe"
     );
-    assert_eq!(b.snapshot().trips, trips + 1, "and that call reopens it");
+    let s = b.snapshot();
+    assert_eq!(s.reopens, reopens + 1, "and that call reopens it");
+    assert_eq!(
+        (s.trips, s.probes.expired),
+        (1, 1),
+        "one outage, one expired probe"
+    );
     drop(hung);
 }
 

@@ -40,6 +40,11 @@ fn a_snapshot_serializes_every_field_durations_in_seconds() {
         "retry_after_seconds",
         "open_duration_seconds",
         "trips",
+        "reopens",
+        "probes",
+        "state_seconds",
+        "call_durations",
+        "recent_changes",
         "totals",
         "time_in_state_seconds",
         "probes_in_flight",
@@ -68,6 +73,23 @@ fn a_snapshot_serializes_every_field_durations_in_seconds() {
     assert_eq!(value["time_in_state_seconds"], 0.0);
     assert_eq!(value["maintenance_seconds_left"], Value::Null);
     assert_eq!(value["trips"], 1);
+    assert_eq!(value["reopens"], 0);
+    assert_eq!(
+        value["probes"],
+        json!({"successes": 0, "failures": 0, "expired": 0, "ignored": 0})
+    );
+    assert_eq!(
+        value["state_seconds"],
+        json!({"closed": 0.0, "open": 0.0, "half_open": 0.0, "forced_open": 0.0,
+               "forced_closed": 0.0})
+    );
+    assert_eq!(
+        value["call_durations"],
+        Value::Null,
+        "it does not time calls"
+    );
+    assert_eq!(value["recent_changes"].as_array().map(Vec::len), Some(1));
+    assert_eq!(value["recent_changes"][0], value["last_transition"]);
     assert_eq!(
         value["totals"],
         json!({"calls": 3, "successes": 1, "failures": 2, "ignored": 0, "slow": 0,
@@ -83,6 +105,29 @@ fn a_snapshot_serializes_every_field_durations_in_seconds() {
                "reason": "2 consecutive failures", "actor": null,
                "cause": {"type_name": "serialize::common::DepError", "message": "dependency unavailable"},
                "seq": 1})
+    );
+}
+
+#[test]
+fn time_per_state_and_call_durations_serialize_in_seconds() {
+    let (builder, mock) = quiet("refdata");
+    let b = builder
+        .consecutive_failure_threshold(1)
+        .open_duration(10 * SEC)
+        .slow_call_duration(SEC)
+        .call_duration_buckets(vec![100 * MS, SEC])
+        .build()
+        .unwrap();
+    mock.increment(3 * SEC);
+    succeed_after(&b, &mock, 250 * MS).unwrap();
+    fail(&b).unwrap_err();
+    mock.increment(2 * SEC);
+    let value = serde_json::to_value(b.snapshot()).unwrap();
+    assert_eq!(value["state_seconds"]["closed"], 3.25);
+    assert_eq!(value["state_seconds"]["open"], 2.0);
+    assert_eq!(
+        value["call_durations"],
+        json!({"count": 2, "sum_seconds": 0.25, "buckets": [[0.1, 1], [1.0, 2]]})
     );
 }
 
@@ -122,5 +167,7 @@ fn the_fleet_snapshot_serializes_as_its_fields() {
     let value = serde_json::to_value(fusebox::fleet::FleetSnapshot::default()).unwrap();
     assert_eq!(value["connected"], false);
     assert_eq!(value["leases_won"], 0);
-    assert_eq!(value.as_object().unwrap().len(), 13);
+    assert_eq!(value["lone_trips"], 0);
+    assert_eq!(value["quorum"], json!([]), "one entry per breaker served");
+    assert_eq!(value.as_object().unwrap().len(), 15);
 }

@@ -465,6 +465,10 @@ fn wait_long(what: &str, cond: &dyn Fn() -> bool) {
 
 fn quick(b: FleetBuilder, prefix: &str) -> Fleet {
     b.prefix(prefix)
+        // One process's trip opens the fleet (no quorum), as when these
+        // figures were measured.
+        .min_members(1)
+        .member_ratio(0.0)
         .tick(Duration::from_millis(2))
         .refresh(Duration::from_millis(20))
         .reconnect_backoff(Duration::from_millis(5), Duration::from_millis(100))
@@ -597,6 +601,9 @@ fn staleness(url: &str) {
         let agent = || {
             Fleet::builder(url)
                 .prefix("bench")
+                // A's trip reaches B (no quorum): staleness is measured.
+                .min_members(1)
+                .member_ratio(0.0)
                 .tick(tick)
                 .build()
                 .expect("fleet")

@@ -1,6 +1,7 @@
 //! The ops surface, measured beside the core figures:
 //!
-//! - `scrape`: one Prometheus scrape of a registry of 1,000 breakers
+//! - `scrape`: one Prometheus scrape of a registry of 1,000 breakers (of
+//!   the default configuration, then timing their calls)
 //!   (`fusebox::prometheus::encode`), against its floor in the same run: one
 //!   `snapshot()` of each of the 1,000 breakers, which every scrape must take.
 //! - `flood`: a trading thread's call latency through a closed breaker while
@@ -11,7 +12,9 @@
 //! many samples, and the report prints ratios against the baseline taken in
 //! the same run.
 //!
-//! Run with `cargo bench -p fusebox-benches --bench ops`.
+//! Run with `cargo bench -p fusebox-benches --bench ops` (`-- scrape` for
+//! the scrapes alone: of default breakers, and of breakers that time their
+//! calls).
 
 use std::hint::black_box;
 use std::io::{self, Read, Write};
@@ -25,13 +28,18 @@ use fusebox::admin::{Admin, AdminConfig};
 use fusebox::registry::Registry;
 use fusebox::{BreakerConfig, CallPath, Classifier};
 
-fn registry(n: usize) -> Registry {
+/// `n` breakers of the default configuration, or with `timed` a
+/// `slow_call_duration`, so that each times its calls (and, since the
+/// call-duration histogram, writes one).
+fn registry_of(n: usize, timed: bool) -> Registry {
     let registry = Registry::new();
-    let config = BreakerConfig::builder()
+    let mut builder = BreakerConfig::builder()
         .call_path(CallPath::AltData)
-        .classifier(Classifier::every_error_is_a_failure())
-        .build()
-        .expect("valid config");
+        .classifier(Classifier::every_error_is_a_failure());
+    if timed {
+        builder = builder.slow_call_duration(Duration::from_millis(100));
+    }
+    let config = builder.build().expect("valid config");
     registry
         .add_template("vendor", config)
         .expect("new template");
@@ -47,6 +55,10 @@ fn registry(n: usize) -> Registry {
     registry
 }
 
+fn registry(n: usize) -> Registry {
+    registry_of(n, false)
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     // Nearest rank over a sorted sample.
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
@@ -57,10 +69,10 @@ fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
-fn scrape() {
+fn scrape(timed: bool) {
     const BREAKERS: usize = 1_000;
     const ROUNDS: usize = 200;
-    let registry = registry(BREAKERS);
+    let registry = registry_of(BREAKERS, timed);
     let breakers = registry.breakers();
     let mut scrapes = Vec::with_capacity(ROUNDS);
     let mut floors = Vec::with_capacity(ROUNDS);
@@ -84,7 +96,14 @@ fn scrape() {
     scrapes.sort();
     floors.sort();
     let (s50, f50) = (percentile(&scrapes, 0.5), percentile(&floors, 0.5));
-    println!("scrape of {BREAKERS} breakers ({bytes} bytes of exposition), {ROUNDS} rounds:");
+    let kind = if timed {
+        "timing their calls"
+    } else {
+        "default"
+    };
+    println!(
+        "scrape of {BREAKERS} breakers, {kind} ({bytes} bytes of exposition), {ROUNDS} rounds:"
+    );
     println!(
         "  scrape   median {:8.1} us   p90 {:8.1} us",
         us(s50),
@@ -299,7 +318,12 @@ fn flood() {
     admin.stop();
 }
 
+/// `-- scrape` runs the scrapes alone.
 fn main() {
-    scrape();
-    flood();
+    let scrape_only = std::env::args().skip(1).any(|a| a == "scrape");
+    scrape(false);
+    scrape(true);
+    if !scrape_only {
+        flood();
+    }
 }

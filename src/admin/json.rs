@@ -5,7 +5,7 @@ use serde::Serialize;
 use crate::events::Reason;
 use crate::registry::AuditRecord;
 use crate::utc::rfc3339;
-use crate::{Breaker, Snapshot};
+use crate::{Breaker, Snapshot, StateChange};
 
 /// A breaker as `/breakers` shows it: its snapshot as it serializes
 /// (`src/serialize.rs`), with its call path, whether the registry counts it
@@ -85,6 +85,50 @@ impl AuditJson {
             maintenance_start: r.window.map(|(start, _)| rfc3339(start)),
             maintenance_end: r.window.map(|(_, end)| rfc3339(end)),
             wall_time: rfc3339(r.wall_time),
+        }
+    }
+}
+
+/// A breaker's last state changes, as `GET /breakers/{name}/events` serves
+/// them: oldest first, each as it serializes (`src/serialize.rs`) with how
+/// long ago it happened on the breaker's clock and the wall-clock time that
+/// makes now.
+#[derive(Serialize)]
+pub(crate) struct EventsJson {
+    breaker: String,
+    /// How many the breaker keeps; older ones are gone.
+    capacity: usize,
+    events: Vec<EventJson>,
+}
+
+#[derive(Serialize)]
+struct EventJson {
+    #[serde(flatten)]
+    change: StateChange,
+    seconds_ago: f64,
+    /// RFC 3339, UTC: now on the wall clock, less `seconds_ago`.
+    wall_time: String,
+}
+
+impl EventsJson {
+    pub(crate) fn new(snap: &Snapshot, capacity: usize) -> Self {
+        let now = std::time::SystemTime::now();
+        let events = snap
+            .recent_changes
+            .iter()
+            .map(|c| {
+                let ago = snap.taken_at.saturating_duration_since(c.at);
+                EventJson {
+                    change: c.clone(),
+                    seconds_ago: ago.as_secs_f64(),
+                    wall_time: rfc3339(now.checked_sub(ago).unwrap_or(now)),
+                }
+            })
+            .collect();
+        EventsJson {
+            breaker: snap.name.to_string(),
+            capacity,
+            events,
         }
     }
 }

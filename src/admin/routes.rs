@@ -8,7 +8,7 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
 use super::http::{Conn, Head, ReadError, Reply};
-use super::json::{AuditJson, BreakerJson};
+use super::json::{AuditJson, BreakerJson, EventsJson};
 use super::Shared;
 use crate::duration::parse as parse_duration;
 use crate::registry::{Action, Override, RegistryError};
@@ -61,7 +61,15 @@ pub(crate) fn route(shared: &Shared, head: &Head, conn: &mut Conn) -> Reply {
     let get = head.method == "GET";
     let post = head.method == "POST";
     match segments.as_slice() {
-        ["metrics"] | ["breakers"] | ["health"] | ["audit"] | ["breakers", _] if !get => {
+        ["metrics"]
+        | ["breakers"]
+        | ["health"]
+        | ["audit"]
+        | ["breakers", _]
+        | ["breakers", _, "events"]
+        | ["health", "liveness" | "readiness"]
+            if !get =>
+        {
             Reply::wrong_method("GET")
         }
         ["breakers", _, action] if action_of(action).is_some() && !post => {
@@ -92,16 +100,26 @@ pub(crate) fn route(shared: &Shared, head: &Head, conn: &mut Conn) -> Reply {
             ),
             None => Reply::error(404, "no such breaker"),
         },
+        ["breakers", name, "events"] => match shared.registry.get(name) {
+            Some(b) => json(200, &EventsJson::new(&b.snapshot(), b.event_log_capacity())),
+            None => Reply::error(404, "no such breaker"),
+        },
         ["health"] => {
-            let unready = shared.registry.unready();
-            if unready.is_empty() {
-                json(200, &serde_json::json!({ "status": "ready" }))
-            } else {
-                json(
-                    503,
-                    &serde_json::json!({ "status": "unready", "refusing": unready }),
-                )
+            let (ready, readiness) = readiness(shared);
+            let mut body = serde_json::json!({
+                "status": if ready { "ready" } else { "unready" },
+                "liveness": liveness(),
+                "readiness": readiness,
+            });
+            if !ready {
+                body["refusing"] = refusing(&body["readiness"]);
             }
+            json(if ready { 200 } else { 503 }, &body)
+        }
+        ["health", "liveness"] => json(200, &liveness()),
+        ["health", "readiness"] => {
+            let (ready, readiness) = readiness(shared);
+            json(if ready { 200 } else { 503 }, &readiness)
         }
         ["audit"] => {
             let trail: Vec<AuditJson> =
@@ -127,6 +145,51 @@ pub(crate) fn route(shared: &Shared, head: &Head, conn: &mut Conn) -> Reply {
         },
         _ => Reply::error(404, "no such path"),
     }
+}
+
+/// Liveness: the process answers. No breaker has a say in it: a process
+/// whose dependencies are down is alive, and restarting it would not help.
+fn liveness() -> serde_json::Value {
+    serde_json::json!({ "status": "up" })
+}
+
+/// Readiness: every critical breaker admits calls (closed or forced
+/// closed). Each critical breaker is listed with its state and whether it
+/// is ready; other breakers have no say and are not listed.
+fn readiness(shared: &Shared) -> (bool, serde_json::Value) {
+    let mut breakers = serde_json::Map::new();
+    let mut ready = true;
+    for (b, critical) in shared.registry.breakers_marked() {
+        if !critical {
+            continue;
+        }
+        let state = b.state();
+        let admits = !crate::registry::refuses_calls(state);
+        ready &= admits;
+        breakers.insert(
+            b.name().to_owned(),
+            serde_json::json!({ "state": state.as_str(), "ready": admits }),
+        );
+    }
+    let status = if ready { "ready" } else { "unready" };
+    (
+        ready,
+        serde_json::json!({ "status": status, "breakers": breakers }),
+    )
+}
+
+/// The names of the critical breakers a readiness body lists as not ready.
+fn refusing(readiness: &serde_json::Value) -> serde_json::Value {
+    let names: Vec<&String> = readiness["breakers"]
+        .as_object()
+        .map(|all| {
+            all.iter()
+                .filter(|(_, b)| b["ready"] == false)
+                .map(|(n, _)| n)
+                .collect()
+        })
+        .unwrap_or_default();
+    serde_json::json!(names)
 }
 
 fn action_of(segment: &str) -> Option<Action> {

@@ -15,7 +15,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 use fusebox::duration::display;
 use fusebox::fleet::{
     check_actor, check_name, check_reason, utc_date, AuditEntry, BreakerStatus, Fleet, FleetAdmin,
-    FleetAdminError, FleetTransition,
+    FleetAdminError, FleetTransition, OpenedBy,
 };
 use serde_json::{json, Value};
 
@@ -330,6 +330,8 @@ fn status_json(s: &BreakerStatus) -> Value {
         "epoch": s.epoch,
         "step": s.step,
         "members": s.members,
+        "tripped": s.tripped,
+        "opened_by": s.opened_by.map(OpenedBy::as_str),
         "lease": s.lease.as_ref().map(|l| json!({
             "holder": l.holder,
             "expires_in_ms": ms(l.expires_in),
@@ -395,8 +397,8 @@ fn forced_text(s: &BreakerStatus) -> Option<String> {
 
 fn status_table(all: &[BreakerStatus]) -> String {
     let mut out = format!(
-        "{:<32}  {:<13}  {:>8}  {:>5}  {:>4}  {:>7}  {:<24}  OVERRIDE\n",
-        "NAME", "STATE", "OPEN FOR", "EPOCH", "STEP", "MEMBERS", "LEASE"
+        "{:<32}  {:<13}  {:>8}  {:>5}  {:>4}  {:>7}  {:>7}  {:<14}  {:<24}  OVERRIDE\n",
+        "NAME", "STATE", "OPEN FOR", "EPOCH", "STEP", "MEMBERS", "TRIPPED", "OPENED BY", "LEASE"
     );
     for s in all {
         let lease = s.lease.as_ref().map_or_else(
@@ -405,7 +407,7 @@ fn status_table(all: &[BreakerStatus]) -> String {
         );
         let _ = writeln!(
             out,
-            "{:<32}  {:<13}  {:>8}  {:>5}  {:>4}  {:>7}  {:<24}  {}",
+            "{:<32}  {:<13}  {:>8}  {:>5}  {:>4}  {:>7}  {:>7}  {:<14}  {:<24}  {}",
             s.name,
             state(s.state),
             s.open_for
@@ -413,6 +415,8 @@ fn status_table(all: &[BreakerStatus]) -> String {
             s.epoch,
             s.step,
             s.members,
+            s.tripped,
+            s.opened_by.map_or("-", OpenedBy::as_str),
             lease,
             forced_text(s).unwrap_or_else(|| "-".into())
         );

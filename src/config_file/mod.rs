@@ -116,6 +116,8 @@ struct Settings {
     half_open_max_probes: Option<OrOff<u32>>,
     half_open_rate: Option<Rate>,
     count_calls_in_flight: Option<bool>,
+    call_duration_buckets: Option<Vec<Human>>,
+    event_log_capacity: Option<usize>,
     delivery: Option<DeliveryName>,
     ramp_up: Option<trading::Ramp>,
     /// Added to the template's windows, if any.
@@ -409,6 +411,12 @@ impl Loader {
         if let Some(yes) = s.count_calls_in_flight {
             b = b.count_calls_in_flight(yes);
         }
+        if let Some(bounds) = &s.call_duration_buckets {
+            b = b.call_duration_buckets(bounds.iter().map(|h| h.0).collect::<Vec<_>>());
+        }
+        if let Some(n) = s.event_log_capacity {
+            b = b.event_log_capacity(n);
+        }
         if let Some(d) = s.delivery {
             b = b.delivery(match d {
                 DeliveryName::Caller => Delivery::Caller,
@@ -470,6 +478,8 @@ impl Settings {
             half_open_max_probes,
             half_open_rate,
             count_calls_in_flight,
+            call_duration_buckets,
+            event_log_capacity,
             delivery,
             ramp_up,
             maintenance_window,
@@ -502,6 +512,8 @@ impl Settings {
             || half_open_max_probes.is_some()
             || half_open_rate.is_some()
             || count_calls_in_flight.is_some()
+            || call_duration_buckets.is_some()
+            || event_log_capacity.is_some()
             || delivery.is_some()
             || ramp_up.is_some()
             || maintenance_window.is_some()

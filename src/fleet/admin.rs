@@ -21,7 +21,7 @@ use redis::{Connection, RedisError};
 
 use crate::fleet::link::{Link, Topology};
 
-use crate::fleet::scripts::{self, ActionKind, Keys, Script, View};
+use crate::fleet::scripts::{self, ActionKind, Cause, Keys, Script, View};
 use crate::fleet::url::RedisUrl;
 use crate::{ConfigError, State};
 
@@ -126,6 +126,63 @@ pub struct BreakerStatus {
     ///
     /// [`FleetBuilder::presence`]: crate::fleet::FleetBuilder::presence
     pub members: u64,
+    /// How many of those members have tripped the breaker locally within
+    /// the quorum window while the fleet was closed (see
+    /// [`FleetBuilder::min_members`]): each is open in its own process
+    /// only, until a quorum opens the fleet. Zero once the fleet opens.
+    ///
+    /// [`FleetBuilder::min_members`]: crate::fleet::FleetBuilder::min_members
+    pub tripped: u64,
+    /// What holds the fleet open, while it is open (or forced open).
+    pub opened_by: Option<OpenedBy>,
+}
+
+/// What opened a breaker in every process of the fleet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    any(feature = "serde", feature = "admin"),
+    derive(serde::Serialize),
+    serde(rename_all = "snake_case")
+)]
+#[non_exhaustive]
+pub enum OpenedBy {
+    /// A quorum of members tripped it locally
+    /// ([`FleetBuilder::min_members`]), or a breaker that one process
+    /// serves tripped.
+    ///
+    /// [`FleetBuilder::min_members`]: crate::fleet::FleetBuilder::min_members
+    Quorum,
+    /// The fleet's recent-failures window reached its threshold
+    /// ([`FleetBuilder::failure_window`]).
+    ///
+    /// [`FleetBuilder::failure_window`]: crate::fleet::FleetBuilder::failure_window
+    FailureWindow,
+    /// An operator forced it open.
+    Operator,
+}
+
+impl OpenedBy {
+    /// What holds the fleet open in `view`, if anything: an operator's
+    /// force-open, else what opened it (a view from before causes were
+    /// recorded: a trip).
+    pub(crate) fn of(view: &View) -> Option<OpenedBy> {
+        match view.action.kind {
+            ActionKind::Open => Some(OpenedBy::Operator),
+            ActionKind::Closed => None,
+            _ if !view.open => None,
+            _ if view.cause == Cause::Window => Some(OpenedBy::FailureWindow),
+            _ => Some(OpenedBy::Quorum),
+        }
+    }
+
+    /// `quorum`, `failure_window` or `operator`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpenedBy::Quorum => "quorum",
+            OpenedBy::FailureWindow => "failure_window",
+            OpenedBy::Operator => "operator",
+        }
+    }
 }
 
 /// A probe lease that one process's agent holds.
@@ -998,6 +1055,8 @@ fn status_of(name: &str, view: &View) -> BreakerStatus {
         lease,
         forced,
         members: view.members,
+        tripped: view.tripped,
+        opened_by: OpenedBy::of(view),
     }
 }
 

@@ -50,6 +50,11 @@ pub(crate) struct Agent {
     /// sent with the next round trip; dropped if there is no Redis to
     /// tell (their presence then ends by itself).
     pub(crate) leaving: Vec<(Keys, String, Op)>,
+    /// Until when this session's trips are only recorded, not judged:
+    /// `presence` after it started, time for every member to renew its
+    /// presence (after a Redis restarted empty, or a fleet's start, the
+    /// members key is rebuilt by their reads).
+    pub(crate) unsettled_until: Instant,
 }
 
 /// Why a session with Redis ended.
@@ -122,6 +127,7 @@ impl Agent {
         let mut listener = Listener::start(sub, Arc::clone(&self.stats))?;
 
         self.drop_gone();
+        self.unsettled_until = Instant::now() + s.presence;
         for m in &mut self.members {
             if let Some(b) = m.breaker() {
                 m.resync(&b);
@@ -190,6 +196,9 @@ impl Agent {
         self.drop_gone();
         let now = Instant::now();
         let s = &self.settings;
+        // Any member's trip opens a fleet whose quorum is one member and
+        // no share: the count of members does not matter to it.
+        let settled = s.quorum.counts_any() || now >= self.unsettled_until;
         let mut pipe = Vec::new();
         // Which member each command is for (`None`: one that left).
         let mut sent: Vec<(Option<usize>, Op)> = Vec::new();
@@ -200,13 +209,19 @@ impl Agent {
         for (i, m) in self.members.iter_mut().enumerate() {
             let Some(b) = m.breaker() else { continue };
             m.collect(&b, now, s, &self.stats);
+            if settled {
+                m.judge_again(&b);
+            }
             // Asked only of a breaker about to be read.
             let want = m.ops.contains(&Op::Sync) && m.wants_lease(&b);
             let mut ops = std::mem::take(&mut m.ops);
-            for op in ops.drain(..) {
+            for mut op in ops.drain(..) {
                 if matches!(op, Op::Window { .. }) && s.window.is_none() {
                     // Queued only by a fleet with a window.
                     continue;
+                }
+                if let Op::Trip { judge, .. } = &mut op {
+                    *judge = settled;
                 }
                 pipe.push(command(s, shas, &m.keys, m.name(), &op, want));
                 sent.push((Some(i), op));
@@ -245,6 +260,7 @@ impl Agent {
     fn remove(&mut self, i: usize) {
         let m = self.members.swap_remove(i);
         self.by_name.remove(m.name());
+        self.stats.forget(m.name());
         if let Some(moved) = self.members.get(i) {
             self.by_name.insert(moved.name().to_owned(), i);
         }
@@ -328,8 +344,25 @@ fn command(
 ) -> redis::Cmd {
     let mut cmd = keys.eval("EVALSHA", &shas[op.script() as usize]);
     match op {
-        Op::Trip { open_ms, step } => {
-            cmd.arg(open_ms).arg(step).arg(&s.channel).arg(name);
+        Op::Trip {
+            open_ms,
+            step,
+            judge,
+        } => {
+            let q = &s.quorum;
+            cmd.arg(open_ms)
+                .arg(step)
+                .arg(&s.channel)
+                .arg(name)
+                .arg(&s.agent)
+                .arg(q.min_members)
+                .arg(q.ratio_ppm)
+                .arg(q.window_ms)
+                .arg(s.presence.as_millis() as u64)
+                .arg(u8::from(*judge));
+        }
+        Op::Recover => {
+            cmd.arg(&s.agent);
         }
         Op::Reopen {
             token,
@@ -422,6 +455,7 @@ mod tests {
             members: Vec::new(),
             by_name: HashMap::new(),
             leaving: Vec::new(),
+            unsettled_until: Instant::now(),
         };
         let closed = View {
             open: false,
@@ -434,6 +468,8 @@ mod tests {
             step: 0,
             action: Action::default(),
             members: 1,
+            tripped: 0,
+            cause: Default::default(),
         };
         let mut held = Vec::new();
         for name in names {

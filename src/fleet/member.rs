@@ -7,17 +7,25 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 
 use crate::breaker::WeakBreaker;
+use crate::fleet::admin::OpenedBy;
 use crate::fleet::idle::LeaseUse;
 use crate::fleet::scripts::{lease_of, Action, ActionKind, Keys, Script, View};
-use crate::fleet::snapshot::Stats;
+use crate::fleet::snapshot::{FleetBreaker, Stats};
 use crate::fleet::Settings;
 use crate::{Breaker, Reason, State, StateChange, Subscription};
 
 /// A write to the fleet that a local change asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Op {
-    /// Open the fleet's breaker (a local trip).
-    Trip { open_ms: u64, step: u32 },
+    /// A local trip: opens the fleet's breaker if a quorum of members has
+    /// tripped it. With `judge` false (set by the agent while its session
+    /// is younger than `presence`: the members may not all have renewed
+    /// their presence yet), the trip is only recorded.
+    Trip {
+        open_ms: u64,
+        step: u32,
+        judge: bool,
+    },
     /// The probe under `token` failed: a new open period.
     Reopen {
         token: String,
@@ -36,6 +44,9 @@ pub(crate) enum Op {
     /// Stop serving the breaker: end this agent's presence among its
     /// members, and give back the lease under `token` (empty: none).
     Leave { token: String },
+    /// The local breaker, tripped alone, closed again on its own: its
+    /// trip no longer counts towards the fleet's quorum.
+    Recover,
 }
 
 impl Op {
@@ -48,13 +59,14 @@ impl Op {
             Op::Window { .. } => Script::Window,
             Op::Return { .. } => Script::Return,
             Op::Leave { .. } => Script::Leave,
+            Op::Recover => Script::Recover,
         }
     }
 
     /// Whether this write, applied, changes the fleet's state (a give-back
     /// only ends a lease).
     pub(crate) fn changes_state(&self) -> bool {
-        !matches!(self, Op::Return { .. } | Op::Leave { .. })
+        !matches!(self, Op::Return { .. } | Op::Leave { .. } | Op::Recover)
     }
 
     /// Whether a refusal of this write is the fence at work.
@@ -115,6 +127,15 @@ pub(crate) struct Member {
     failures_due: Instant,
     /// Whether the local breaker uses the lease it was let probe under.
     lease_use: LeaseUse,
+    /// While the local breaker is open by a trip of its own that did not
+    /// open the fleet (no quorum): the fleet's closed period (`epoch`) it
+    /// tripped in. The fleet's "closed" does not close it then; it probes
+    /// for itself. A new period of the fleet ends it.
+    alone: Option<i64>,
+    /// Whether the last trip written was only recorded, not judged (the
+    /// session was too young): it is written again once the session is
+    /// settled, if the breaker is still open alone.
+    unjudged: bool,
 }
 
 impl Member {
@@ -144,6 +165,8 @@ impl Member {
             failures,
             failures_due: Instant::now(),
             lease_use: LeaseUse::default(),
+            alone: None,
+            unjudged: false,
         };
         m.resync(breaker);
         m
@@ -295,6 +318,12 @@ impl Member {
     }
 
     fn op_for(&mut self, b: &Breaker, change: &StateChange) -> Option<Op> {
+        if self.alone.is_some() && change.to == State::Closed && change.reason != Reason::Fleet {
+            // Tripped alone and closed again here (its own probe, or a
+            // local operator's reset): its trip no longer counts.
+            self.alone = None;
+            return Some(Op::Recover);
+        }
         // What the fleet caused is not written back, and an operator's
         // action on the local breaker (through its own API) stays local.
         if change.reason == Reason::Fleet
@@ -314,7 +343,11 @@ impl Member {
                         open_ms,
                         step,
                     },
-                    None => Op::Trip { open_ms, step },
+                    None => Op::Trip {
+                        open_ms,
+                        step,
+                        judge: true,
+                    },
                 })
             }
             (State::HalfOpen, State::Closed) => {
@@ -346,6 +379,16 @@ impl Member {
     ) {
         self.read_again = false;
         self.apply_view(b, op, view, agent, s, stats);
+        stats.read(
+            &self.name,
+            FleetBreaker {
+                name: String::new(),
+                members: view.members,
+                tripped: view.tripped,
+                opened_by: OpenedBy::of(view),
+                alone: self.alone.is_some(),
+            },
+        );
         if self.read_again {
             self.next_sync = Instant::now();
         }
@@ -386,6 +429,25 @@ impl Member {
         } else if op.is_fenced() {
             Stats::add(&stats.fenced);
         }
+        if let Op::Trip { judge, .. } = op {
+            if !view.open && !view.action.kind.in_force() {
+                // No quorum: the trip stays this member's own. Counted
+                // once per lone outage, when a quorum was looked for.
+                if *judge && (self.alone.is_none() || self.unjudged) {
+                    Stats::add(&stats.lone_trips);
+                }
+                self.alone = Some(view.epoch);
+                self.unjudged = !judge;
+            }
+        }
+        if view.open || self.alone.is_some_and(|e| e != view.epoch) {
+            // The fleet opened, or moved on (closed again, reset): this
+            // member follows it as every other.
+            self.alone = None;
+        }
+        if self.alone.is_none() {
+            self.unjudged = false;
+        }
         let now = Instant::now();
         if self.follow_operator(b, &view.action, view.now) {
             // An operator's override holds every process: no hold, no
@@ -399,7 +461,9 @@ impl Member {
         if !view.open {
             self.token = None;
             self.released = false;
-            self.hold(b, None, 0, stats);
+            if self.alone.is_none() {
+                self.hold(b, None, 0, stats);
+            }
             self.next_sync = now + s.refresh;
             return;
         }
@@ -448,6 +512,19 @@ impl Member {
             } else {
                 now + s.refresh
             };
+        }
+    }
+
+    /// Once the agent's session is settled: writes again a trip that was
+    /// only recorded, if the breaker is still open by it, so that the
+    /// quorum is judged with every member's presence renewed.
+    pub(crate) fn judge_again(&mut self, b: &Breaker) {
+        // The answer to the trip clears `unjudged`, in this same tick.
+        if !self.unjudged || self.ops.iter().any(|op| matches!(op, Op::Trip { .. })) {
+            return;
+        }
+        if self.alone.is_some() && b.state() == State::Open {
+            self.ops.push(trip(b));
         }
     }
 
@@ -577,7 +654,11 @@ fn is_probe(change: &StateChange) -> bool {
 /// A trip's write, with the open period the local breaker chose.
 fn trip(breaker: &Breaker) -> Op {
     let (open_ms, step) = open_period(breaker);
-    Op::Trip { open_ms, step }
+    Op::Trip {
+        open_ms,
+        step,
+        judge: true,
+    }
 }
 
 /// The local breaker's open period in milliseconds, and its backoff step.
@@ -627,6 +708,7 @@ pub(crate) mod tests {
             window: None,
             presence: Duration::from_secs(5),
             idle_expiry: Duration::from_secs(3_600),
+            quorum: crate::fleet::Quorum::DEFAULT,
         }
     }
 
@@ -659,6 +741,8 @@ pub(crate) mod tests {
             step: 0,
             action: Action::default(),
             members: 1,
+            tripped: 0,
+            cause: Default::default(),
         }
     }
 
@@ -694,6 +778,63 @@ pub(crate) mod tests {
         m.apply(&b, &Op::Sync, &lease_is_ours(), AGENT, &s, &stats);
         assert!(call(&b, true).is_ok(), "the fleet's probe went through");
         assert_eq!(stats.leases_won.load(Ordering::Relaxed), 1);
+    }
+
+    /// The fleet closed in period `epoch`, with three members, one tripped.
+    fn closed(epoch: i64) -> View {
+        View {
+            open: false,
+            epoch,
+            open_until: 0,
+            now: 2_000,
+            lease: String::new(),
+            lease_ttl: -2,
+            applied: false,
+            step: 0,
+            action: Action::default(),
+            members: 3,
+            tripped: 1,
+            cause: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_trip_without_a_quorum_stays_open_until_the_fleet_moves_on() {
+        let (s, stats) = (settings(), Stats::default());
+        let b = vendor("vendor");
+        let mut m = Member::new(&b, b.subscribe(16).unwrap(), &s.prefix, false);
+        m.ops.clear();
+        assert!(call(&b, false).is_err());
+        m.collect(&b, Instant::now(), &s, &stats);
+        let trip = m.ops.first().cloned().expect("the trip is written");
+        assert!(matches!(trip, Op::Trip { .. }), "{trip:?}");
+        m.apply(&b, &trip, &closed(4), AGENT, &s, &stats);
+        m.apply(&b, &Op::Sync, &closed(4), AGENT, &s, &stats);
+        assert_eq!(
+            b.state(),
+            State::Open,
+            "the fleet's closed does not close it"
+        );
+        assert_eq!(stats.lone_trips.load(Ordering::Relaxed), 1);
+        // The fleet opened and closed meanwhile: it follows the fleet.
+        m.apply(&b, &Op::Sync, &closed(6), AGENT, &s, &stats);
+        assert_eq!(b.state(), State::Closed);
+    }
+
+    #[test]
+    fn a_member_tripped_alone_that_closes_on_its_own_writes_its_recovery() {
+        let (s, stats) = (settings(), Stats::default());
+        let b = vendor("vendor");
+        let mut m = Member::new(&b, b.subscribe(16).unwrap(), &s.prefix, false);
+        m.ops.clear();
+        assert!(call(&b, false).is_err());
+        m.collect(&b, Instant::now(), &s, &stats);
+        let trip = m.ops.remove(0);
+        m.ops.clear();
+        m.apply(&b, &trip, &closed(4), AGENT, &s, &stats);
+        b.reset("ops", "the host is fixed");
+        m.collect(&b, Instant::now(), &s, &stats);
+        assert_eq!(m.ops.first(), Some(&Op::Recover), "{:?}", m.ops);
     }
 
     #[test]

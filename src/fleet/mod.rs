@@ -19,6 +19,14 @@
 //! step is the fleet's: a failed probe re-opens at the fleet's step plus
 //! one, whichever process made it, and a close resets it.
 //!
+//! A local trip opens the breaker in every process only with a quorum: at
+//! least [`min_members`](FleetBuilder::min_members) live members, and
+//! [`member_ratio`](FleetBuilder::member_ratio) of them, tripped within
+//! [`quorum_window`](FleetBuilder::quorum_window) (by default two, and half;
+//! a fleet of one opens at its trip). A member that trips alone stays open
+//! in its own process and probes for itself, and the others keep calling:
+//! one sick host does not stop the fleet.
+//!
 //! With [`FleetBuilder::failure_window`], the breakers' failures also add up
 //! across processes in a window in Redis, which opens the breaker
 //! everywhere when it reaches its threshold.
@@ -84,10 +92,10 @@ use parking_lot::Mutex;
 pub use admin::utc_date;
 pub use admin::{
     check_actor, check_name, check_reason, AuditEntry, AuditKind, BreakerStatus, FleetAdmin,
-    FleetAdminError, FleetTransition, FleetWatch, Override, ProbeLease, MAX_ACTOR_LEN,
+    FleetAdminError, FleetTransition, FleetWatch, OpenedBy, Override, ProbeLease, MAX_ACTOR_LEN,
     MAX_OVERRIDE, MAX_REASON_LEN,
 };
-pub use snapshot::FleetSnapshot;
+pub use snapshot::{FleetBreaker, FleetSnapshot};
 
 use crate::breaker::WeakBreaker;
 use crate::{Breaker, ConfigError};
@@ -145,6 +153,40 @@ pub(crate) struct Settings {
     pub(crate) presence: Duration,
     /// How long a breaker's keys outlive the agents' last read.
     pub(crate) idle_expiry: Duration,
+    /// How many members' local trips open the fleet.
+    pub(crate) quorum: Quorum,
+}
+
+/// How many members' local trips open the fleet's breaker
+/// ([`FleetBuilder::min_members`], [`FleetBuilder::member_ratio`],
+/// [`FleetBuilder::quorum_window`]), as the TRIP script takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Quorum {
+    /// Distinct live members tripped (or every live member, in a fleet
+    /// smaller than this).
+    pub(crate) min_members: u32,
+    /// The share of the live members tripped, in parts per million.
+    pub(crate) ratio_ppm: u32,
+    /// How long a member's trip counts, in server milliseconds.
+    pub(crate) window_ms: u64,
+}
+
+impl Quorum {
+    /// Two members, half of the live members, within a minute.
+    pub(crate) const DEFAULT: Quorum = Quorum {
+        min_members: 2,
+        ratio_ppm: 500_000,
+        window_ms: 60_000,
+    };
+    /// Whether any one member's trip opens the fleet, however many members
+    /// there are (`min_members(1)`, `member_ratio(0.0)`).
+    pub(crate) fn counts_any(&self) -> bool {
+        self.min_members <= 1 && self.ratio_ppm == 0
+    }
+
+    /// The shortest and longest quorum window.
+    const WINDOW_MIN: Duration = Duration::from_millis(10);
+    const WINDOW_MAX: Duration = Duration::from_secs(24 * 60 * 60);
 }
 
 /// The fleet's recent-failures window ([`FleetBuilder::failure_window`]),
@@ -365,6 +407,9 @@ impl fmt::Debug for Fleet {
 /// | `tls_ca` | none: a `rediss://` URL trusts the system's roots |
 /// | `tls_client_auth` | none: no client certificate |
 /// | `failure_window` | off |
+/// | `min_members` | 2 (a fleet of one: that one) |
+/// | `member_ratio` | 0.5 |
+/// | `quorum_window` | 60 s |
 #[derive(Clone)]
 pub struct FleetBuilder {
     /// The URL of a single server; of the others, their URLs as shown.
@@ -385,6 +430,9 @@ pub struct FleetBuilder {
     window: Option<(u32, Duration)>,
     presence: Option<Duration>,
     idle_expiry: Duration,
+    min_members: u32,
+    member_ratio: f64,
+    quorum_window: Duration,
 }
 
 impl fmt::Debug for FleetBuilder {
@@ -433,6 +481,9 @@ impl FleetBuilder {
             window: None,
             presence: None,
             idle_expiry: DEFAULT_IDLE_EXPIRY,
+            min_members: Quorum::DEFAULT.min_members,
+            member_ratio: f64::from(Quorum::DEFAULT.ratio_ppm) / 1e6,
+            quorum_window: Duration::from_millis(Quorum::DEFAULT.window_ms),
         }
     }
 
@@ -610,6 +661,58 @@ impl FleetBuilder {
         self
     }
 
+    /// How many distinct members must have tripped a breaker locally for
+    /// the fleet to open it everywhere: a local trip alone opens only its
+    /// own process's breaker, which probes for itself when its open period
+    /// ends, while the other processes keep calling. The fleet opens when,
+    /// within [`quorum_window`](Self::quorum_window), at least
+    /// `min_members` live members **and** at least
+    /// [`member_ratio`](Self::member_ratio) of the live members have
+    /// tripped it (a member is live while its presence lasts, see
+    /// [`presence`](Self::presence)), or when the
+    /// [`failure_window`](Self::failure_window) reaches its threshold.
+    ///
+    /// A fleet with fewer live members than `min_members` needs every one
+    /// of them: a breaker served by one process trips the fleet as soon as
+    /// it trips. The default, 2 with a ratio of 0.5, never lets one
+    /// member's trip open a fleet of two or more. `min_members(1)` with
+    /// `member_ratio(0.0)` makes any member's trip open the fleet (the rule
+    /// before quorums). Operators' overrides act on every process at once,
+    /// whatever the quorum.
+    ///
+    /// For the first [`presence`](Self::presence) of each session with
+    /// Redis, a trip is recorded but not judged: after a Redis restarted
+    /// empty, or at a fleet's start, the members have not all renewed their
+    /// presence yet, and the first one back would count as a fleet of one.
+    /// A breaker still open by such a trip is written again, and judged,
+    /// once the session is that old.
+    ///
+    /// Give every process the same setting: each trip is judged by its
+    /// writer's.
+    pub fn min_members(mut self, members: u32) -> Self {
+        self.min_members = members;
+        self
+    }
+
+    /// The share of a breaker's live members (0.0 to 1.0) whose local trip
+    /// within [`quorum_window`](Self::quorum_window) opens the fleet, with
+    /// at least [`min_members`](Self::min_members) of them: 0.5 (the
+    /// default) opens a fleet of five at its third tripped member.
+    pub fn member_ratio(mut self, ratio: f64) -> Self {
+        self.member_ratio = ratio;
+        self
+    }
+
+    /// How long a member's local trip counts towards the quorum, from the
+    /// trip on the Redis server's clock (each re-open of a breaker tripped
+    /// alone counts again from then). A member whose breaker closes again
+    /// on its own, or that leaves, stops counting at once; one that stops
+    /// renewing its presence, after [`presence`](Self::presence).
+    pub fn quorum_window(mut self, window: Duration) -> Self {
+        self.quorum_window = window;
+        self
+    }
+
     /// Connects an operators' [`FleetAdmin`] to this fleet: the same Redis
     /// (one server, Sentinel's master or a Cluster), TLS settings, prefix
     /// and `timeout` (for the connection and every answer), and
@@ -653,8 +756,10 @@ impl FleetBuilder {
     /// that is zero or not below `probe_lease`, or a
     /// `reconnect_backoff` whose first wait is zero or above its max, or a
     /// `failure_window` whose threshold is zero or whose window is not
-    /// between 10 ms and 24 h, a `presence` under two refreshes, or an
-    /// `idle_expiry` under `presence`.
+    /// between 10 ms and 24 h, a `presence` under two refreshes, an
+    /// `idle_expiry` under `presence`, a `min_members` of zero, a
+    /// `member_ratio` that is not a number between 0.0 and 1.0, or a
+    /// `quorum_window` not between 10 ms and 24 h.
     pub fn build(self) -> Result<Fleet, ConfigError> {
         let invalid = |field, rule, value: String| ConfigError::Invalid { field, rule, value };
         let topology = self.topology()?;
@@ -733,6 +838,7 @@ impl FleetBuilder {
                 bucket_ms: (w.as_millis() as u64) / FailureWindow::BUCKETS,
             }),
         };
+        let quorum = self.quorum()?;
         let settings = Arc::new(Settings {
             topology,
             redis: self.url,
@@ -750,6 +856,7 @@ impl FleetBuilder {
             window,
             presence,
             idle_expiry: self.idle_expiry,
+            quorum,
         });
         let stats = Arc::new(Stats::default());
         let (tx, rx) = crossbeam_channel::unbounded();
@@ -760,6 +867,7 @@ impl FleetBuilder {
             members: Vec::new(),
             by_name: Default::default(),
             leaving: Vec::new(),
+            unsettled_until: std::time::Instant::now(),
         };
         let thread = std::thread::Builder::new()
             .name("fusebox-fleet".into())
@@ -776,6 +884,35 @@ impl FleetBuilder {
 }
 
 impl FleetBuilder {
+    /// The quorum settings, checked.
+    fn quorum(&self) -> Result<Quorum, ConfigError> {
+        let invalid = |field, rule, value: String| ConfigError::Invalid { field, rule, value };
+        if self.min_members == 0 {
+            return Err(invalid("min_members", "must be at least 1", "0".into()));
+        }
+        if !(0.0..=1.0).contains(&self.member_ratio) {
+            return Err(invalid(
+                "member_ratio",
+                "must be a number from 0.0 to 1.0",
+                self.member_ratio.to_string(),
+            ));
+        }
+        let w = self.quorum_window;
+        if !(Quorum::WINDOW_MIN..=Quorum::WINDOW_MAX).contains(&w) {
+            return Err(invalid(
+                "quorum_window",
+                "must be between 10ms and 24h",
+                crate::duration::display(w).to_string(),
+            ));
+        }
+        Ok(Quorum {
+            min_members: self.min_members,
+            // Rounded up: a ratio never asks for less than it says.
+            ratio_ppm: (self.member_ratio * 1e6).ceil() as u32,
+            window_ms: w.as_millis() as u64,
+        })
+    }
+
     /// The Redis this builder is for, its URLs and TLS settings checked.
     fn topology(&self) -> Result<Topology, ConfigError> {
         let urls = match &self.kind {

@@ -28,6 +28,11 @@ pub(crate) struct Keys {
     /// scored with the server millisecond its presence ends at (renewed by
     /// every read of the agent's, [`SYNC`]).
     pub(crate) members: String,
+    /// The members whose local breaker tripped while the fleet was closed
+    /// (see [`TRIP`]): a sorted set of agent names, each scored with the
+    /// server millisecond its trip stops counting at (the trip's time plus
+    /// the quorum window). Deleted by every new period of the fleet.
+    pub(crate) tripped: String,
 }
 
 impl Keys {
@@ -38,6 +43,7 @@ impl Keys {
             audit: format!("{{{prefix}:{name}}}:audit"),
             window: format!("{{{prefix}:{name}}}:window"),
             members: format!("{{{prefix}:{name}}}:members"),
+            tripped: format!("{{{prefix}:{name}}}:tripped"),
         }
     }
 
@@ -46,12 +52,13 @@ impl Keys {
     pub(crate) fn eval(&self, command: &str, script: &str) -> redis::Cmd {
         let mut cmd = redis::cmd(command);
         cmd.arg(script)
-            .arg(5)
+            .arg(6)
             .arg(&self.state)
             .arg(&self.lease)
             .arg(&self.audit)
             .arg(&self.window)
-            .arg(&self.members);
+            .arg(&self.members)
+            .arg(&self.tripped);
         cmd
     }
 }
@@ -71,14 +78,30 @@ local state = h[1] or 'closed'
 local epoch = tonumber(h[2]) or 0
 local open_until = tonumber(h[3]) or 0
 local step = tonumber(h[4]) or 0
+-- The live members whose local trip still counts: their trip is within
+-- the quorum window, and their presence has not ended.
+local function tripped_now()
+  local n = 0
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[6], now, '+inf')) do
+    local until_ms = tonumber(redis.call('ZSCORE', KEYS[5], m))
+    if until_ms and until_ms >= now then
+      n = n + 1
+    end
+  end
+  return n
+end
 local function view(applied)
   local lease = redis.call('GET', KEYS[2]) or ''
   local pttl = redis.call('PTTL', KEYS[2])
-  local o = redis.call('HMGET', KEYS[1], 'step', 'ovr', 'ovr_id', 'ovr_actor', 'ovr_reason', 'ovr_until')
+  local o = redis.call('HMGET', KEYS[1], 'step', 'ovr', 'ovr_id', 'ovr_actor', 'ovr_reason', 'ovr_until', 'cause')
   local members = redis.call('ZCOUNT', KEYS[5], now, '+inf')
+  local cause = ''
+  if state == 'open' then
+    cause = o[7] or ''
+  end
   return {state, epoch, open_until, now, lease, pttl, applied,
     tonumber(o[1]) or 0, o[2] or '', tonumber(o[3]) or 0, o[4] or '', o[5] or '', tonumber(o[6]) or 0,
-    members}
+    members, tripped_now(), cause}
 end
 local function holds_lease(token)
   return state == 'open' and redis.call('GET', KEYS[2]) == token
@@ -95,7 +118,8 @@ local function give_back(token, channel, name)
   return view(0)
 end
 -- A new period: open for `open_ms` from now (or closed when `open_ms` is
--- nil) at backoff `step`; the lease of the last period ends, and the
+-- nil) at backoff `step`; the lease of the last period ends, the members'
+-- local trips stop counting (a new outage needs a new quorum), and the
 -- change is announced on `channel` as `name`.
 local function new_period(open_ms, new_step, channel, name)
   epoch = epoch + 1
@@ -108,18 +132,51 @@ local function new_period(open_ms, new_step, channel, name)
     open_until = 0
   end
   redis.call('HSET', KEYS[1], 'state', state, 'epoch', epoch, 'open_until', open_until, 'step', step, 'period', open_ms or 0)
-  redis.call('DEL', KEYS[2])
+  if not open_ms then
+    redis.call('HSET', KEYS[1], 'cause', '')
+  end
+  redis.call('DEL', KEYS[2], KEYS[6])
   redis.call('PUBLISH', channel, name)
   return view(1)
 end
 "#;
 
-/// A local trip: ARGV = open_ms, step, channel, name. Opens the fleet's
-/// breaker for `open_ms` from the server's now, unless it is open already.
+/// A local trip: ARGV = open_ms, step, channel, name, agent, min_members,
+/// ratio_ppm, quorum_ms, presence_ms, judge.
+///
+/// While the fleet is closed, the trip is recorded among the breaker's
+/// tripped members (`KEYS[6]`) for `quorum_ms`, and the agent's presence
+/// renewed (it serves the breaker). The fleet opens for `open_ms` from the
+/// server's now, by `quorum`, only when the live members tripped within
+/// the window are at least `min_members` (or every live member, in a fleet
+/// smaller than that) and at least `ratio_ppm` parts per million of the
+/// live members. Otherwise the trip stays the member's own. With `judge`
+/// 0 (the agent's session is younger than `presence`, so members may not
+/// have renewed their presence yet), the trip is only recorded.
 const TRIP: &str = r#"
-if state ~= 'open' then
+if state == 'open' then
+  return view(0)
+end
+local members, tripped = KEYS[5], KEYS[6]
+redis.call('ZADD', members, now + tonumber(ARGV[9]), ARGV[5])
+redis.call('ZREMRANGEBYSCORE', members, '-inf', '(' .. now)
+redis.call('PEXPIRE', members, ARGV[9])
+redis.call('ZADD', tripped, now + tonumber(ARGV[8]), ARGV[5])
+redis.call('ZREMRANGEBYSCORE', tripped, '-inf', '(' .. now)
+redis.call('PEXPIRE', tripped, ARGV[8])
+local live = redis.call('ZCOUNT', members, now, '+inf')
+local n = tripped_now()
+if ARGV[10] == '1' and n >= math.min(tonumber(ARGV[6]), live) and n * 1000000 >= tonumber(ARGV[7]) * live then
+  redis.call('HSET', KEYS[1], 'cause', 'quorum')
   return new_period(ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 end
+return view(0)
+"#;
+
+/// A member's local breaker closed on its own (its own probe, while the
+/// fleet was closed): ARGV = agent. Its trip no longer counts.
+const RECOVER: &str = r#"
+redis.call('ZREM', KEYS[6], ARGV[1])
 return view(0)
 "#;
 
@@ -175,6 +232,7 @@ return view(0)
 /// back and announced, so that a member that stays takes it at once.
 const LEAVE: &str = r#"
 redis.call('ZREM', KEYS[5], ARGV[1])
+redis.call('ZREM', KEYS[6], ARGV[1])
 return give_back(ARGV[2], ARGV[3], ARGV[4])
 "#;
 
@@ -188,7 +246,7 @@ const FORGET: &str = r#"
 if ARGV[3] ~= '1' and redis.call('ZCOUNT', KEYS[5], now, '+inf') > 0 then
   return view(0)
 end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[4], KEYS[5])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6])
 audit('forget', ARGV[1], ARGV[2], 0)
 redis.call('PUBLISH', ARGV[4], ARGV[5])
 state, epoch, open_until, step = 'closed', 0, 0, 0
@@ -234,6 +292,7 @@ end
 redis.call('PEXPIRE', w, width * (buckets + 1))
 if sum >= tonumber(ARGV[4]) then
   redis.call('DEL', w)
+  redis.call('HSET', KEYS[1], 'cause', 'window')
   return new_period(ARGV[5], 0, ARGV[6], ARGV[7])
 end
 return view(0)
@@ -331,7 +390,7 @@ pub(crate) const AUDIT_LEN: u32 = 1000;
 pub(crate) const AUDIT_AGE: std::time::Duration = std::time::Duration::from_secs(90 * 24 * 60 * 60);
 
 /// How many scripts there are.
-const SCRIPTS: usize = 10;
+const SCRIPTS: usize = 11;
 
 /// The scripts, in the order of [`Script`], assembled once per process.
 pub(crate) fn sources() -> &'static [String; SCRIPTS] {
@@ -358,11 +417,12 @@ fn assemble() -> [String; SCRIPTS] {
         agent(RETURN),
         unguarded(LEAVE),
         unguarded(FORGET),
+        agent(RECOVER),
     ]
 }
 
 /// Which script. Each takes KEYS = the breaker's state, lease, audit,
-/// window and members ([`Keys::eval`]).
+/// window, members and tripped members ([`Keys::eval`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Script {
     Trip = 0,
@@ -375,6 +435,7 @@ pub(crate) enum Script {
     Return = 7,
     Leave = 8,
     Forget = 9,
+    Recover = 10,
 }
 
 /// A breaker's state in the fleet, as a script answers it. Times are the
@@ -397,6 +458,22 @@ pub(crate) struct View {
     pub(crate) action: Action,
     /// The agents serving the breaker now: their presence has not ended.
     pub(crate) members: u64,
+    /// The live members whose local trip counts towards the quorum now.
+    pub(crate) tripped: u64,
+    /// What opened the fleet, while it is open.
+    pub(crate) cause: Cause,
+}
+
+/// What opened the fleet's breaker (the hash's `cause`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Cause {
+    /// Not open, or opened by a version that did not record it.
+    #[default]
+    None,
+    /// A quorum of members' local trips.
+    Quorum,
+    /// The recent-failures window's threshold.
+    Window,
 }
 
 /// An operator's last action on a breaker of the fleet, as the hash holds it.
@@ -457,9 +534,11 @@ impl FromRedisValue for View {
         type Fleet = (String, i64, i64, i64, String, i64, i64, i64);
         type Operator = (String, i64, String, String, i64);
         let mut items: Vec<Value> = FromRedisValue::from_redis_value(v)?;
-        if items.len() != 14 {
-            return Err("a fleet view has 14 fields".into());
+        if items.len() != 16 {
+            return Err("a fleet view has 16 fields".into());
         }
+        let cause: String = FromRedisValue::from_redis_value(items.pop().unwrap_or(Value::Nil))?;
+        let tripped: i64 = FromRedisValue::from_redis_value(items.pop().unwrap_or(Value::Nil))?;
         let members: i64 = FromRedisValue::from_redis_value(items.pop().unwrap_or(Value::Nil))?;
         let operator = items.split_off(items.len() - 5);
         let (state, epoch, open_until, now, lease, lease_ttl, applied, step): Fleet =
@@ -485,6 +564,12 @@ impl FromRedisValue for View {
                 until,
             },
             members: members.max(0) as u64,
+            tripped: tripped.max(0) as u64,
+            cause: match cause.as_str() {
+                "quorum" => Cause::Quorum,
+                "window" => Cause::Window,
+                _ => Cause::None,
+            },
         })
     }
 }
@@ -509,6 +594,7 @@ mod tests {
         assert_eq!(k.audit, "{prod:corporate-actions}:audit");
         assert_eq!(k.window, "{prod:corporate-actions}:window");
         assert_eq!(k.members, "{prod:corporate-actions}:members");
+        assert_eq!(k.tripped, "{prod:corporate-actions}:tripped");
     }
 
     #[test]

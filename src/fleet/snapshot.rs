@@ -1,6 +1,11 @@
 //! What the fleet agent has done, for dashboards and tests.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::fleet::admin::OpenedBy;
 
 /// A fleet agent's counters at one instant ([`Fleet::snapshot`]).
 ///
@@ -46,6 +51,38 @@ pub struct FleetSnapshot {
     /// Fleet trips made by this agent's window writes: the fleet's failures
     /// reached the window's threshold. Also counted in `published`.
     pub window_trips: u64,
+    /// Local trips this agent wrote that did not open the fleet: no quorum
+    /// of members had tripped ([`FleetBuilder::min_members`]). The breaker
+    /// stays open in this process only and probes for itself. Counted once
+    /// per lone outage of a breaker (its own re-opens are not counted
+    /// again).
+    ///
+    /// [`FleetBuilder::min_members`]: crate::fleet::FleetBuilder::min_members
+    pub lone_trips: u64,
+    /// Each breaker the agent serves, as it last read it from the fleet
+    /// (by name): its members, the members tripped alone, and what holds
+    /// the fleet open.
+    pub quorum: Vec<FleetBreaker>,
+}
+
+/// One breaker of the fleet as an agent last read it
+/// ([`FleetSnapshot::quorum`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(any(feature = "serde", feature = "admin"), derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct FleetBreaker {
+    /// The breaker's name.
+    pub name: String,
+    /// The members serving it: their presence has not ended.
+    pub members: u64,
+    /// Those of them whose local trip counts towards the quorum now (zero
+    /// once the fleet is open).
+    pub tripped: u64,
+    /// What holds the fleet open, while it is open (or forced open).
+    pub opened_by: Option<OpenedBy>,
+    /// Whether this process's breaker is open by a trip of its own that
+    /// found no quorum: open here only, probing for itself.
+    pub alone: bool,
 }
 
 /// The counters, shared between the agent thread and its handle.
@@ -64,6 +101,10 @@ pub(crate) struct Stats {
     pub(crate) reads: AtomicU64,
     pub(crate) failures_published: AtomicU64,
     pub(crate) window_trips: AtomicU64,
+    pub(crate) lone_trips: AtomicU64,
+    /// Each served breaker as last read, by name: written by the agent
+    /// after each answer, removed when it stops serving the breaker.
+    pub(crate) quorum: Mutex<BTreeMap<String, FleetBreaker>>,
 }
 
 impl Stats {
@@ -87,6 +128,36 @@ impl Stats {
             reads: get(&self.reads),
             failures_published: get(&self.failures_published),
             window_trips: get(&self.window_trips),
+            lone_trips: get(&self.lone_trips),
+            quorum: self.quorum.lock().values().cloned().collect(),
         }
+    }
+
+    /// Records what the agent last read of breaker `name` (allocates only
+    /// at a breaker's first read).
+    pub(crate) fn read(&self, name: &str, view: FleetBreaker) {
+        let mut all = self.quorum.lock();
+        match all.get_mut(name) {
+            Some(entry) => {
+                *entry = FleetBreaker {
+                    name: std::mem::take(&mut entry.name),
+                    ..view
+                }
+            }
+            None => {
+                all.insert(
+                    name.to_owned(),
+                    FleetBreaker {
+                        name: name.to_owned(),
+                        ..view
+                    },
+                );
+            }
+        }
+    }
+
+    /// The agent no longer serves breaker `name`.
+    pub(crate) fn forget(&self, name: &str) {
+        self.quorum.lock().remove(name);
     }
 }

@@ -394,10 +394,28 @@ impl DeadlinePool {
     /// Threads, slots held, abandoned calls and the lifetime counts. No
     /// lock: a few atomic loads.
     pub fn snapshot(&self) -> DeadlinePoolSnapshot {
-        let s = &*self.inner.shared;
+        let name = std::sync::Arc::from(self.inner.name.as_str());
+        self.inner.shared.snapshot(name, self.inner.threads)
+    }
+
+    /// What reads the pool's snapshots without keeping it alive: the
+    /// registry's hold, so that dropping the pool still ends its threads.
+    // Read by the registry only.
+    #[allow(dead_code)]
+    pub(crate) fn watch(&self) -> impl Fn() -> DeadlinePoolSnapshot + Send + Sync + 'static {
+        let name: std::sync::Arc<str> = std::sync::Arc::from(self.inner.name.as_str());
+        let threads = self.inner.threads;
+        let shared = Arc::clone(&self.inner.shared);
+        move || shared.snapshot(Arc::clone(&name), threads)
+    }
+}
+
+impl Shared {
+    fn snapshot(&self, name: std::sync::Arc<str>, threads: usize) -> DeadlinePoolSnapshot {
+        let s = self;
         DeadlinePoolSnapshot {
-            name: std::sync::Arc::from(self.inner.name.as_str()),
-            threads: self.inner.threads,
+            name,
+            threads,
             busy: s.busy.load(Ordering::Relaxed),
             peak_busy: s.peak_busy.load(Ordering::Relaxed),
             abandoned: s.abandoned.load(Ordering::Relaxed),

@@ -9,14 +9,14 @@ use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 
 use super::family;
-use crate::fleet::FleetSnapshot;
+use crate::fleet::{FleetBreaker, FleetSnapshot, OpenedBy};
 use crate::registry::Registry;
 
 /// How a counter is read from a fleet snapshot.
 type Count = fn(&FleetSnapshot) -> u64;
 
 /// The counters, in the order they are encoded.
-const COUNTERS: [(&str, &str, Count); 11] = [
+const COUNTERS: [(&str, &str, Count); 12] = [
     (
         "fusebox_fleet_outages",
         "Redis outages the fleet agent has seen (one log line each).",
@@ -72,6 +72,11 @@ const COUNTERS: [(&str, &str, Count); 11] = [
         "Fleet trips made when the recent-failures window reached its threshold.",
         |s| s.window_trips,
     ),
+    (
+        "fusebox_fleet_lone_trips",
+        "Local trips that did not open the fleet: no quorum of members had tripped.",
+        |s| s.lone_trips,
+    ),
 ];
 
 /// The registered fleet agents' families, labelled with `prefix`.
@@ -109,6 +114,72 @@ pub(super) fn fleets(registry: &Registry, e: &mut DescriptorEncoder<'_>) -> Resu
         for (prefix, s) in &fleets {
             m.encode_family(&[("prefix", prefix.as_str())])?
                 .encode_counter::<NoLabelSet, _, f64>(&value(s), None)?;
+        }
+    }
+    breakers(&fleets, e)
+}
+
+/// How a per-breaker gauge is read from what an agent last read of it.
+type PerBreaker = fn(&FleetBreaker) -> u64;
+
+/// Each served breaker's quorum, labelled with `prefix` and `breaker`:
+/// its live members, those tripped alone, whether this process's breaker
+/// is open alone, and what holds the fleet open (one series per cause, 1
+/// for the one in force).
+fn breakers(
+    fleets: &[(String, FleetSnapshot)],
+    e: &mut DescriptorEncoder<'_>,
+) -> Result<(), fmt::Error> {
+    if fleets.iter().all(|(_, s)| s.quorum.is_empty()) {
+        return Ok(());
+    }
+    let gauges: [(&str, &str, PerBreaker); 3] = [
+        (
+            "fusebox_fleet_members",
+            "Members serving the breaker in the fleet, as the agent last read it.",
+            |b| b.members,
+        ),
+        (
+            "fusebox_fleet_tripped_members",
+            "Members whose local trip of the breaker counts towards the fleet's quorum now.",
+            |b| b.tripped,
+        ),
+        (
+            "fusebox_fleet_alone",
+            "1 while this process's breaker is open by a trip of its own that found no quorum.",
+            |b| u64::from(b.alone),
+        ),
+    ];
+    for (name, help, value) in gauges {
+        let mut m = family(e, name, help, None, MetricType::Gauge)?;
+        for (prefix, s) in fleets {
+            for b in &s.quorum {
+                m.encode_family(&[("prefix", prefix.as_str()), ("breaker", b.name.as_str())])?
+                    .encode_gauge(&(value(b) as i64))?;
+            }
+        }
+    }
+    let mut m = family(
+        e,
+        "fusebox_fleet_opened_by",
+        "1 for what holds the breaker open in every process (quorum, failure_window, operator), else 0.",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (prefix, s) in fleets {
+        for b in &s.quorum {
+            for by in [
+                OpenedBy::Quorum,
+                OpenedBy::FailureWindow,
+                OpenedBy::Operator,
+            ] {
+                m.encode_family(&[
+                    ("prefix", prefix.as_str()),
+                    ("breaker", b.name.as_str()),
+                    ("by", by.as_str()),
+                ])?
+                .encode_gauge(&i64::from(b.opened_by == Some(by)))?;
+            }
         }
     }
     Ok(())

@@ -3,18 +3,26 @@
 //! The metrics are read from each breaker's [`Snapshot`] when the registry
 //! is scraped: nothing is counted twice, and the hot path carries no metric
 //! of its own. Every series is labelled with `breaker` (the name) and
-//! `call_path`; a breaker writes 21 series, one more each with a latency
-//! policy (once its first window is full) or an expiring override.
+//! `call_path`; a breaker writes 32 series, one more each with a latency
+//! policy (once its first window is full) or an expiring override, and 20
+//! more if it times its calls (the histogram with its 16 default buckets,
+//! and the slow-call ratio).
 //!
 //! | metric | type | meaning |
 //! |---|---|---|
 //! | `fusebox_breaker_state` | gauge | the status as [`Snapshot::status_gauge`] numbers it (the states 0 to 4, 5 inside a maintenance window) |
 //! | `fusebox_breaker_in_state{state}` | gauge | 1 for the current state, 0 for the others (a state set) |
+//! | `fusebox_breaker_critical` | gauge | 1 for a breaker the registry marks critical (`/health` depends on it), else 0 |
 //! | `fusebox_breaker_in_maintenance` | gauge | 1 inside a declared maintenance window, else 0 |
 //! | `fusebox_breaker_calls_total{outcome}` | counter | calls by outcome: `success`, `failure`, `ignored` |
 //! | `fusebox_breaker_slow_calls_total` | counter | successful calls slower than `slow_call_duration` |
 //! | `fusebox_breaker_short_circuits_total` | counter | calls refused without being attempted |
-//! | `fusebox_breaker_trips_total` | counter | times the breaker opened on its own |
+//! | `fusebox_breaker_trips_total` | counter | outages the breaker opened for on its own: openings from closed ([`Snapshot::trips`]) |
+//! | `fusebox_breaker_reopens_total` | counter | open periods renewed within an outage ([`Snapshot::reopens`]) |
+//! | `fusebox_breaker_probes_total{outcome}` | counter | half-open probes by outcome: `success`, `failure`, `expired`, `ignored` ([`Snapshot::probes`]) |
+//! | `fusebox_breaker_state_seconds_total{state}` | counter | time spent in each state ([`Snapshot::state_times`]) |
+//! | `fusebox_breaker_call_duration_seconds` | histogram | durations of the calls that reported, for breakers that time their calls ([`Snapshot::call_durations`]) |
+//! | `fusebox_breaker_window_slow_call_ratio` | gauge | slow calls over calls in the sliding window (only breakers that time their calls) |
 //! | `fusebox_breaker_probes_in_flight` | gauge | half-open probes out |
 //! | `fusebox_breaker_open_duration_seconds` | gauge | length of the current open period (0 when closed) |
 //! | `fusebox_breaker_backoff_step` | gauge | times in a row the open period has grown (0 on an outage's first) |
@@ -26,8 +34,9 @@
 //! | `fusebox_breaker_override_remaining_seconds` | gauge | while an override with an expiry holds it, time until it ends (only such breakers) |
 //! | `fusebox_breaker_latency_percentile_seconds` | gauge | the latency policy's percentile in its last full window (only breakers that have one) |
 //!
-//! With the `isolation` feature, the bulkheads and dead-letter buffers
-//! registered with the registry are scraped too:
+//! With the `isolation` feature, the bulkheads, deadline pools
+//! (`Registry::register_deadline_pool`) and dead-letter buffers registered
+//! with the registry are scraped too:
 //!
 //! | metric | type | meaning |
 //! |---|---|---|
@@ -35,9 +44,25 @@
 //! | `fusebox_bulkhead_max_concurrent{bulkhead}` | gauge | the limit |
 //! | `fusebox_bulkhead_peak{bulkhead}` | gauge | the most slots ever in use at once |
 //! | `fusebox_bulkhead_refusals_total{bulkhead}` | counter | callers refused for want of a slot |
+//! | `fusebox_deadline_pool_threads{pool}` | gauge | the deadline pool's worker threads |
+//! | `fusebox_deadline_pool_in_flight{pool}` | gauge | slots held: calls queued or running, abandoned ones included |
+//! | `fusebox_deadline_pool_abandoned{pool}` | gauge | calls abandoned at their deadline that still hold a thread |
+//! | `fusebox_deadline_pool_timed_out_total{pool}` | counter | calls abandoned at their deadline |
+//! | `fusebox_deadline_pool_refusals_total{pool}` | counter | callers refused because every slot was held |
 //! | `fusebox_dead_letter_depth{buffer,priority}` | gauge | emits held, per priority |
 //! | `fusebox_dead_letter_capacity{buffer}` | gauge | the buffer's capacity |
 //! | `fusebox_dead_letter_emits_total{buffer,priority,fate}` | counter | emits by fate: `stored`, `shed`, `refused`, `replayed` |
+//!
+//! With the `chain` feature, the fallback chains registered with the
+//! registry (`Registry::register_chain`) are scraped too, labelled with
+//! the `chain` and the `link`:
+//!
+//! | metric | type | meaning |
+//! |---|---|---|
+//! | `fusebox_chain_answers_total{chain,link}` | counter | lookups the link answered |
+//! | `fusebox_chain_declined_total{chain,link}` | counter | lookups the link ended with a deterministic "no" |
+//! | `fusebox_chain_skips_total{chain,link,reason}` | counter | lookups that went past the link, by reason: `refused`, `full`, `deadline`, `not_cached`, `too_old`, `failed`, `timed_out`, `declined` |
+//! | `fusebox_chain_exhausted_total{chain}` | counter | lookups no link answered |
 //!
 //! With the `redis` feature, the fleet agents registered with the registry
 //! (`Registry::register_fleet`) are scraped too, labelled with their
@@ -57,6 +82,11 @@
 //! | `fusebox_fleet_reads_total{prefix}` | counter | reads of a breaker's fleet state |
 //! | `fusebox_fleet_failures_published_total{prefix}` | counter | local failures written to the recent-failures windows |
 //! | `fusebox_fleet_window_trips_total{prefix}` | counter | fleet trips made by the recent-failures window |
+//! | `fusebox_fleet_lone_trips_total{prefix}` | counter | local trips that found no quorum: open in their process only |
+//! | `fusebox_fleet_members{prefix,breaker}` | gauge | members serving the breaker, as the agent last read it |
+//! | `fusebox_fleet_tripped_members{prefix,breaker}` | gauge | members whose local trip counts towards the quorum now |
+//! | `fusebox_fleet_alone{prefix,breaker}` | gauge | 1 while this process's breaker is open by a trip that found no quorum |
+//! | `fusebox_fleet_opened_by{prefix,breaker,by}` | gauge | 1 for what holds the fleet open (`quorum`, `failure_window`, `operator`), else 0 |
 //!
 //! `prometheus-client` has no state-set type, so the state set is the usual
 //! gauge per state.
@@ -168,6 +198,7 @@ pub fn encode(registry: &Registry) -> String {
 /// One breaker at the scrape: its labels and its snapshot.
 struct Row {
     call_path: String,
+    critical: bool,
     snap: Snapshot,
 }
 
@@ -229,10 +260,11 @@ fn counters(
 fn breakers(registry: &Registry, encoder: &mut DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
     // One snapshot per breaker, each under its own lock only.
     let rows: Vec<Row> = registry
-        .breakers()
+        .breakers_marked()
         .iter()
-        .map(|b| Row {
+        .map(|(b, critical)| Row {
             call_path: crate::text::shown(b.call_path().as_str()).to_string(),
+            critical: *critical,
             snap: b.snapshot(),
         })
         .collect();
@@ -250,6 +282,19 @@ fn breakers(registry: &Registry, encoder: &mut DescriptorEncoder<'_>) -> Result<
         None,
         |s| Some(f64::from(s.status_gauge())),
     )?;
+    {
+        let mut m = family(
+            e,
+            "fusebox_breaker_critical",
+            "1 for a breaker the registry marks critical (readiness depends on it), else 0.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for row in &rows {
+            m.encode_family(&row.labels())?
+                .encode_gauge(&i64::from(row.critical))?;
+        }
+    }
     gauges(
         e,
         &rows,
@@ -315,9 +360,85 @@ fn breakers(registry: &Registry, encoder: &mut DescriptorEncoder<'_>) -> Result<
         e,
         &rows,
         "fusebox_breaker_trips",
-        "Times the breaker opened on its own.",
+        "Outages the breaker opened for on its own: openings from closed.",
         |s| s.trips,
     )?;
+    counters(
+        e,
+        &rows,
+        "fusebox_breaker_reopens",
+        "Open periods renewed within an outage: a failed, slow or expired probe, \
+         or a failure during the ramp-up after recovery.",
+        |s| s.reopens,
+    )?;
+    {
+        let mut m = family(
+            e,
+            "fusebox_breaker_probes",
+            "Half-open probes by outcome: success, failure (slow included), expired, ignored.",
+            None,
+            MetricType::Counter,
+        )?;
+        for row in &rows {
+            let p = &row.snap.probes;
+            for (outcome, n) in [
+                ("success", p.successes),
+                ("failure", p.failures),
+                ("expired", p.expired),
+                ("ignored", p.ignored),
+            ] {
+                let [b, c] = row.labels();
+                let labels = [b, c, ("outcome", outcome)];
+                m.encode_family(&labels)?
+                    .encode_counter::<prometheus_client::encoding::NoLabelSet, _, f64>(&n, None)?;
+            }
+        }
+    }
+    {
+        let mut m = family(
+            e,
+            "fusebox_breaker_state",
+            "Time spent in each state (as fusebox_breaker_in_state reads it).",
+            Some(&secs),
+            MetricType::Counter,
+        )?;
+        for row in &rows {
+            for state in STATES {
+                let [b, c] = row.labels();
+                let labels = [b, c, ("state", state.as_str())];
+                let seconds = row.snap.state_times.get(state).as_secs_f64();
+                m.encode_family(&labels)?
+                    .encode_counter::<prometheus_client::encoding::NoLabelSet, _, f64>(
+                        &seconds, None,
+                    )?;
+            }
+        }
+    }
+    if rows.iter().any(|r| r.snap.call_durations.is_some()) {
+        let mut m = family(
+            e,
+            // The unit is in the name, without a UNIT line: strict
+            // OpenMetrics parsers refuse one on a histogram.
+            "fusebox_breaker_call_duration_seconds",
+            "Durations of the calls that reported, for breakers that time their calls.",
+            None,
+            MetricType::Histogram,
+        )?;
+        let mut buckets = Vec::new();
+        for row in &rows {
+            if let Some(h) = &row.snap.call_durations {
+                buckets.clear();
+                buckets.extend(h.per_bucket_seconds());
+                m.encode_family(&row.labels())?
+                    .encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+                        h.sum().as_secs_f64(),
+                        h.count(),
+                        &buckets,
+                        None,
+                    )?;
+            }
+        }
+    }
     gauges(
         e,
         &rows,
@@ -393,6 +514,14 @@ fn breakers(registry: &Registry, encoder: &mut DescriptorEncoder<'_>) -> Result<
     gauges(
         e,
         &rows,
+        "fusebox_breaker_window_slow_call_ratio",
+        "Slow calls over calls in the sliding window (breakers that time their calls; 0 with no window).",
+        None,
+        |s| s.call_durations.as_ref().map(|_| s.slow_call_rate),
+    )?;
+    gauges(
+        e,
+        &rows,
         "fusebox_breaker_latency_percentile",
         "The latency policy's percentile in its last full window.",
         Some(&secs),
@@ -406,10 +535,76 @@ impl Collector for RegistryCollector {
         breakers(&self.registry, &mut encoder)?;
         #[cfg(feature = "isolation")]
         isolation(&self.registry, &mut encoder)?;
+        #[cfg(feature = "chain")]
+        chains(&self.registry, &mut encoder)?;
         #[cfg(feature = "redis")]
         fleet::fleets(&self.registry, &mut encoder)?;
         Ok(())
     }
+}
+
+/// The fallback chains' families.
+#[cfg(feature = "chain")]
+fn chains(registry: &Registry, e: &mut DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
+    use prometheus_client::encoding::NoLabelSet;
+
+    let chains = registry.chain_snapshots();
+    if chains.is_empty() {
+        return Ok(());
+    }
+    let mut m = family(
+        e,
+        "fusebox_chain_answers",
+        "Lookups the chain's link answered.",
+        None,
+        MetricType::Counter,
+    )?;
+    for c in &chains {
+        for l in &c.links {
+            m.encode_family(&[("chain", &*c.name), ("link", &*l.name)])?
+                .encode_counter::<NoLabelSet, _, f64>(&l.answers, None)?;
+        }
+    }
+    let mut m = family(
+        e,
+        "fusebox_chain_declined",
+        "Lookups the link ended with a deterministic no.",
+        None,
+        MetricType::Counter,
+    )?;
+    for c in &chains {
+        for l in &c.links {
+            m.encode_family(&[("chain", &*c.name), ("link", &*l.name)])?
+                .encode_counter::<NoLabelSet, _, f64>(&l.declined, None)?;
+        }
+    }
+    let mut m = family(
+        e,
+        "fusebox_chain_skips",
+        "Lookups that went past the link, by reason.",
+        None,
+        MetricType::Counter,
+    )?;
+    for c in &chains {
+        for l in &c.links {
+            for (reason, n) in crate::chain::REASONS.iter().zip(l.skips) {
+                m.encode_family(&[("chain", &*c.name), ("link", &*l.name), ("reason", reason)])?
+                    .encode_counter::<NoLabelSet, _, f64>(&n, None)?;
+            }
+        }
+    }
+    let mut m = family(
+        e,
+        "fusebox_chain_exhausted",
+        "Lookups no link of the chain answered.",
+        None,
+        MetricType::Counter,
+    )?;
+    for c in &chains {
+        m.encode_family(&[("chain", &*c.name)])?
+            .encode_counter::<NoLabelSet, _, f64>(&c.exhausted, None)?;
+    }
+    Ok(())
 }
 
 /// How a bulkhead gauge is read from its snapshot.
@@ -455,6 +650,52 @@ fn isolation(registry: &Registry, e: &mut DescriptorEncoder<'_>) -> Result<(), f
         for b in &bulkheads {
             m.encode_family(&[("bulkhead", &*b.name)])?
                 .encode_counter::<NoLabelSet, _, f64>(&b.refusals, None)?;
+        }
+    }
+    let pools = registry.deadline_pool_snapshots();
+    if !pools.is_empty() {
+        type PoolGauge = fn(&crate::isolation::DeadlinePoolSnapshot) -> i64;
+        let gauges: [(&str, &str, PoolGauge); 3] = [
+            (
+                "fusebox_deadline_pool_threads",
+                "The deadline pool's worker threads.",
+                |p| p.threads as i64,
+            ),
+            (
+                "fusebox_deadline_pool_in_flight",
+                "Deadline pool slots held: calls queued or running, abandoned ones included.",
+                |p| p.busy as i64,
+            ),
+            (
+                "fusebox_deadline_pool_abandoned",
+                "Calls abandoned at their deadline that still hold a thread.",
+                |p| p.abandoned as i64,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let mut m = family(e, name, help, None, MetricType::Gauge)?;
+            for p in &pools {
+                m.encode_family(&[("pool", &*p.name)])?
+                    .encode_gauge(&value(p))?;
+            }
+        }
+        for (name, help, value) in [
+            (
+                "fusebox_deadline_pool_timed_out",
+                "Calls abandoned at their deadline.",
+                (|p| p.timed_out) as fn(&crate::isolation::DeadlinePoolSnapshot) -> u64,
+            ),
+            (
+                "fusebox_deadline_pool_refusals",
+                "Callers refused because every slot was held.",
+                |p| p.refusals,
+            ),
+        ] {
+            let mut m = family(e, name, help, None, MetricType::Counter)?;
+            for p in &pools {
+                m.encode_family(&[("pool", &*p.name)])?
+                    .encode_counter::<NoLabelSet, _, f64>(&value(p), None)?;
+            }
         }
     }
     let buffers = registry.dead_letter_snapshots();

@@ -1,5 +1,5 @@
-//! Bulkheads and dead-letter buffers held by a registry, so that metrics
-//! and the admin endpoint find them beside the breakers.
+//! Bulkheads, deadline pools and dead-letter buffers held by a registry,
+//! so that metrics and the admin endpoint find them beside the breakers.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -8,15 +8,19 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 use super::{Registry, RegistryError};
-use crate::isolation::{Bulkhead, BulkheadSnapshot, DeadLetterSnapshot, DeadLetters};
+use crate::isolation::{
+    Bulkhead, BulkheadSnapshot, DeadLetterSnapshot, DeadLetters, DeadlinePool, DeadlinePoolSnapshot,
+};
 
 type Source = Arc<dyn Fn() -> DeadLetterSnapshot + Send + Sync>;
+type PoolSource = Arc<dyn Fn() -> DeadlinePoolSnapshot + Send + Sync>;
 
 /// What a registry holds besides breakers.
 #[derive(Default)]
 pub(super) struct Isolation {
     bulkheads: RwLock<BTreeMap<String, Bulkhead>>,
     dead_letters: RwLock<BTreeMap<String, Source>>,
+    deadline_pools: RwLock<BTreeMap<String, PoolSource>>,
 }
 
 impl fmt::Debug for Isolation {
@@ -24,6 +28,7 @@ impl fmt::Debug for Isolation {
         f.debug_struct("Isolation")
             .field("bulkheads", &self.bulkheads.read().len())
             .field("dead_letters", &self.dead_letters.read().len())
+            .field("deadline_pools", &self.deadline_pools.read().len())
             .finish()
     }
 }
@@ -93,6 +98,37 @@ impl Registry {
             .inner
             .isolation
             .dead_letters
+            .read()
+            .values()
+            .cloned()
+            .collect();
+        all.iter().map(|s| s()).collect()
+    }
+
+    /// Adds a deadline pool under its own name, for metrics: its calls in
+    /// flight, the abandoned ones still holding a thread, and those
+    /// abandoned at their deadline. The registry reads the pool's counts
+    /// without keeping it alive: dropping the pool still ends its threads
+    /// (its metrics then stay at their last values).
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::Conflict`] if a pool by that name is registered.
+    pub fn register_deadline_pool(&self, pool: &DeadlinePool) -> Result<(), RegistryError> {
+        let mut all = self.inner.isolation.deadline_pools.write();
+        if all.contains_key(pool.name()) {
+            return Err(taken(pool.name(), "deadline pool"));
+        }
+        all.insert(pool.name().to_owned(), Arc::new(pool.watch()));
+        Ok(())
+    }
+
+    /// A snapshot of every registered deadline pool, in name order.
+    pub fn deadline_pool_snapshots(&self) -> Vec<DeadlinePoolSnapshot> {
+        let all: Vec<PoolSource> = self
+            .inner
+            .isolation
+            .deadline_pools
             .read()
             .values()
             .cloned()

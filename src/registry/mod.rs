@@ -28,6 +28,8 @@
 //! admin thread and the application can hold the same registry.
 
 mod audit;
+#[cfg(feature = "chain")]
+mod chain;
 #[cfg_attr(not(any(feature = "serde", feature = "admin")), allow(dead_code))]
 mod error;
 #[cfg(feature = "redis")]
@@ -65,6 +67,8 @@ struct Inner {
     trail: Mutex<Trail>,
     #[cfg(feature = "isolation")]
     isolation: isolation::Isolation,
+    #[cfg(feature = "chain")]
+    chains: chain::Chains,
     #[cfg(feature = "redis")]
     fleets: fleet::Fleets,
 }
@@ -77,6 +81,8 @@ impl Default for Inner {
             trail: Mutex::new(Trail::new(DEFAULT_AUDIT_CAPACITY)),
             #[cfg(feature = "isolation")]
             isolation: isolation::Isolation::default(),
+            #[cfg(feature = "chain")]
+            chains: chain::Chains::default(),
             #[cfg(feature = "redis")]
             fleets: fleet::Fleets::default(),
         }
@@ -325,6 +331,19 @@ impl Registry {
             .read()
             .values()
             .map(|e| e.breaker.clone())
+            .collect()
+    }
+
+    /// Every registered breaker with whether it is critical, in name
+    /// order, copied under the registry's lock (for the metrics).
+    // Read by the Prometheus exposition and the admin endpoint only.
+    #[allow(dead_code)]
+    pub(crate) fn breakers_marked(&self) -> Vec<(Breaker, bool)> {
+        self.inner
+            .breakers
+            .read()
+            .values()
+            .map(|e| (e.breaker.clone(), e.critical))
             .collect()
     }
 
@@ -613,7 +632,9 @@ impl Registry {
 }
 
 /// Whether a breaker in `state` refuses (most) calls.
-fn refuses_calls(state: crate::State) -> bool {
+/// Whether a breaker in `state` makes the process unready: it refuses
+/// calls (open, half-open or forced open).
+pub(crate) fn refuses_calls(state: crate::State) -> bool {
     !matches!(state, crate::State::Closed | crate::State::ForcedClosed)
 }
 

@@ -15,8 +15,24 @@ use crate::common::{quiet, MS, SEC};
 use crate::redis_server::RedisServer;
 
 /// A fleet agent for the test server under `prefix`, with short ticks and
-/// reads (2 ms, 20 ms) and a quick reconnection, so that tests wait little.
+/// reads (2 ms, 20 ms) and a quick reconnection, so that tests wait little,
+/// and the default quorum (two members, and half of the live ones, must
+/// trip for the fleet to open). A member's presence lasts a second (fifty
+/// refreshes, for a loaded machine), so a trip in an agent's first second
+/// of a session is recorded, and judged after it.
+pub fn quorum_fleet(redis: &RedisServer, prefix: &str) -> FleetBuilder {
+    base(redis, prefix).presence(SEC)
+}
+
+/// As [`quorum_fleet`] with the default presence, and any member's trip
+/// opening the fleet (`min_members(1)`, `member_ratio(0.0)`): the rule the
+/// tests of the lease, the overrides, the window's backoff and the fleet's
+/// life were written for, where one process trips and every other follows.
 pub fn fleet(redis: &RedisServer, prefix: &str) -> FleetBuilder {
+    base(redis, prefix).min_members(1).member_ratio(0.0)
+}
+
+fn base(redis: &RedisServer, prefix: &str) -> FleetBuilder {
     Fleet::builder(redis.url())
         .prefix(prefix)
         .tick(2 * MS)

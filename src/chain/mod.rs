@@ -1,0 +1,267 @@
+//! Provider fallback chains (feature `chain`): what a lookup does when a
+//! breaker says no.
+//!
+//! A [`Chain`] holds the providers of one kind of lookup in order (a
+//! primary vendor, a secondary, a last-known-good cache, a static
+//! default), each provider behind its own breaker. A lookup tries the links
+//! in order:
+//!
+//! - a link whose breaker refuses is **skipped without being called**;
+//! - a link that fails is recorded and the next one tried;
+//! - the **first answer wins**, and no link is called twice in one lookup;
+//! - a **deterministic "no"** (the classifier's `Ignore`, an HTTP 404 for
+//!   a delisted instrument) is an answer: it ends the lookup by default, so
+//!   that an older "yes" from a secondary source cannot paper over it
+//!   ([`ChainBuilder::continue_past_no`] per link).
+//!
+//! Every [`Answer`] says which link gave it, how old it is when it came
+//! from a cache, and for every earlier link why it did not answer
+//! ([`Skip`]: refused, with the breaker's state and `retry_after`; no
+//! slot in a bulkhead; deadline passed; provider error, with the error). A
+//! lookup with no answer returns a [`LookupError`] with the same list, so a
+//! review of why a batch fell back so often can tell an incident (refused,
+//! failed) from a coverage gap (declined, not cached).
+//!
+//! ```
+//! use fusebox::chain::{Chain, LastGood, Origin};
+//! use fusebox::{Breaker, CallPath, Classifier};
+//! use std::{io, time::Duration};
+//!
+//! let vendor = |name: &str| {
+//!     Breaker::builder(name)
+//!         .call_path(CallPath::ReferenceData)
+//!         .classifier(Classifier::every_error_is_a_failure())
+//!         .consecutive_failure_threshold(1)
+//!         .build()
+//! };
+//! let (primary, secondary) = (vendor("primary")?, vendor("secondary")?);
+//! let cache: LastGood<String, f64> = LastGood::new(Duration::from_secs(60));
+//!
+//! let chain = Chain::builder("closing-price")
+//!     .provider("primary", &primary, |_sym: &str| Err(io::Error::from(io::ErrorKind::TimedOut)))
+//!     .provider("secondary", &secondary, |_sym: &str| Ok(101.25))
+//!     .cache("last-good", cache.clone())
+//!     .build()?;
+//!
+//! let answer = chain.lookup("AAPL").unwrap();
+//! assert_eq!((*answer.value(), answer.link()), (101.25, "secondary"));
+//! assert_eq!(answer.skipped()[0].skip().reason(), "failed");
+//!
+//! // The primary is open now: skipped without a call.
+//! let answer = chain.lookup("AAPL").unwrap();
+//! assert_eq!(answer.skipped()[0].skip().reason(), "refused");
+//!
+//! secondary.force_open("ops", "vendor maintenance");
+//! let answer = chain.lookup("AAPL").unwrap();
+//! assert_eq!(answer.link(), "last-good");
+//! assert!(matches!(answer.origin(), Origin::Cache { .. }));
+//! # Ok::<(), fusebox::ConfigError>(())
+//! ```
+//!
+//! # Where a chain must not stand
+//!
+//! A chain is a fallback, and an order, a cancel, a kill switch or a
+//! mandatory risk check must have none: [`ChainBuilder::build`] refuses a
+//! link whose breaker is declared for one of those paths, as the breaker's
+//! own builder does.
+//!
+//! # Cost
+//!
+//! With the first link's breaker closed and its provider answering, a
+//! lookup is that provider's guarded call, one indirect call and one
+//! increment of a striped counter: no lock, no clock read (without a
+//! deadline), no allocation. A skipped link allocates the list of skips
+//! once (a `Vec` grown on the first skip). With a cache link, each fresh
+//! answer is filed: one lock round trip and a clone of the answer.
+//! `docs/performance.md` has the measured ratio.
+
+mod answer;
+mod builder;
+mod link;
+mod skip;
+mod stats;
+
+use std::fmt;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use crate::last_good::{Kept, LastGood};
+pub use answer::{Answer, LookupError, Origin};
+pub use builder::ChainBuilder;
+pub use skip::{Skip, Skipped, REASONS};
+pub use stats::{ChainSnapshot, ChainStats, LinkSnapshot};
+
+use answer::Declined;
+use link::{Outcome, Source};
+use stats::Stats;
+
+use crate::name::Inline;
+
+/// An ordered chain of providers for one kind of lookup: queries `Q`
+/// (`str` for a symbol), answers `T`, provider errors `E`.
+///
+/// Built with [`Chain::builder`]; see the [module docs](self). `Send` and
+/// `Sync`: share one chain between threads behind an `Arc`.
+pub struct Chain<Q: ?Sized, T, E> {
+    links: Box<[Link<Q, T, E>]>,
+    has_cache: bool,
+    deadline: Option<Duration>,
+    clock: quanta::Clock,
+    stats: Arc<Stats>,
+}
+
+struct Link<Q: ?Sized, T, E> {
+    name: Inline,
+    stop_on_no: bool,
+    /// Whether the link calls a provider (and so is subject to the
+    /// deadline); caches and defaults answer locally.
+    calls_out: bool,
+    source: Box<dyn Source<Q, T, E>>,
+}
+
+impl<Q: ?Sized + 'static, T: 'static, E: 'static> Chain<Q, T, E> {
+    /// Starts building a chain called `name` (in metrics and errors; the
+    /// rules of a breaker's name).
+    pub fn builder(name: impl Into<String>) -> ChainBuilder<Q, T, E> {
+        ChainBuilder::new(name.into())
+    }
+}
+
+impl<Q: ?Sized, T, E> Chain<Q, T, E> {
+    /// The chain's name.
+    pub fn name(&self) -> &str {
+        self.stats.name.as_str()
+    }
+
+    /// The links' names, in the order they are tried.
+    pub fn links(&self) -> impl Iterator<Item = &str> {
+        self.links.iter().map(|l| l.name.as_str())
+    }
+
+    /// Answers `query` from the first link that can; see the
+    /// [module docs](self) for the rules.
+    ///
+    /// # Errors
+    ///
+    /// [`LookupError`] when a link said a deterministic "no" that stops the
+    /// chain, or when no link answered; both list every link skipped and
+    /// why.
+    #[inline]
+    pub fn lookup(&self, query: &Q) -> Result<Answer<T, E>, LookupError<E>> {
+        let started = self.deadline.map(|_| self.clock.now());
+        let mut skipped = Vec::new();
+        for (position, link) in self.links.iter().enumerate() {
+            let stats = &self.stats.links[position];
+            if let (Some(deadline), Some(started), true) = (self.deadline, started, link.calls_out)
+            {
+                if position > 0 && self.clock.now().saturating_duration_since(started) >= deadline {
+                    let skip = Skip::DeadlinePassed { deadline };
+                    stats.skips[skip.index()].fetch_add(1, Ordering::Relaxed);
+                    skipped.push(Skipped {
+                        link: link.name,
+                        position,
+                        skip,
+                    });
+                    continue;
+                }
+            }
+            let (value, origin) = match link.source.ask(query) {
+                Outcome::Fresh(value) => {
+                    if self.has_cache {
+                        self.file(query, &value);
+                    }
+                    (value, Origin::Provider)
+                }
+                Outcome::Cached(value, age) => (value, Origin::Cache { age }),
+                Outcome::Default(value) => (value, Origin::Default),
+                Outcome::No(error) if link.stop_on_no => {
+                    stats.declined.fetch_add(1, Ordering::Relaxed);
+                    return Err(LookupError {
+                        chain: self.stats.name,
+                        declined: Some(Declined {
+                            link: link.name,
+                            position,
+                            error,
+                        }),
+                        skipped,
+                    });
+                }
+                Outcome::No(error) => {
+                    self.skip(&mut skipped, position, Skip::Declined(error));
+                    continue;
+                }
+                Outcome::Skip(skip) => {
+                    self.skip(&mut skipped, position, skip);
+                    continue;
+                }
+            };
+            stats.answers.add_one();
+            return Ok(Answer {
+                value,
+                link: link.name,
+                position,
+                origin,
+                skipped,
+            });
+        }
+        self.stats.exhausted.fetch_add(1, Ordering::Relaxed);
+        Err(LookupError {
+            chain: self.stats.name,
+            declined: None,
+            skipped,
+        })
+    }
+
+    /// Records a skip: counted, and listed for the caller. Out of line, to
+    /// keep the healthy path of `lookup` short.
+    #[inline(never)]
+    fn skip(&self, skipped: &mut Vec<Skipped<E>>, position: usize, skip: Skip<E>) {
+        self.stats.links[position].skips[skip.index()].fetch_add(1, Ordering::Relaxed);
+        skipped.push(Skipped {
+            link: self.links[position].name,
+            position,
+            skip,
+        });
+    }
+
+    /// Files a fresh answer in every cache link.
+    #[inline(never)]
+    fn file(&self, query: &Q, value: &T) {
+        for link in self.links.iter().filter(|l| l.source.is_cache()) {
+            link.source.file(query, value);
+        }
+    }
+
+    /// The chain's counters, to hand to a registry or read later.
+    pub fn stats(&self) -> ChainStats {
+        ChainStats(Arc::clone(&self.stats))
+    }
+
+    /// Answers and skips so far, per link.
+    pub fn snapshot(&self) -> ChainSnapshot {
+        self.stats().snapshot()
+    }
+}
+
+impl<Q: ?Sized, T, E> fmt::Debug for Chain<Q, T, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Chain")
+            .field("name", &self.name())
+            .field(
+                "links",
+                &self
+                    .links
+                    .iter()
+                    .map(|l| (l.name.as_str(), l.source.kind()))
+                    .collect::<Vec<_>>(),
+            )
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The Rust examples of `docs/fallback.md`, compiled and run as doctests.
+#[cfg(all(doctest, feature = "retry"))]
+#[doc = include_str!("../../docs/fallback.md")]
+pub struct FallbackGuideDoctests;

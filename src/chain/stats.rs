@@ -1,0 +1,122 @@
+//! A chain's counters: answers and skips by reason, per link.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::skip::REASONS;
+use crate::counter::Counter;
+use crate::name::Inline;
+
+/// The counters of one chain, shared with whatever reads them (a
+/// registry, for metrics). Not generic, so that a registry holds chains of
+/// every type side by side.
+#[derive(Debug)]
+pub(super) struct Stats {
+    pub(super) name: Inline,
+    pub(super) links: Box<[LinkStats]>,
+    pub(super) exhausted: AtomicU64,
+}
+
+pub(super) struct LinkStats {
+    pub(super) name: Inline,
+    pub(super) kind: &'static str,
+    /// Answers served: striped, since every healthy lookup counts one.
+    pub(super) answers: Counter,
+    pub(super) declined: AtomicU64,
+    pub(super) skips: [AtomicU64; REASONS.len()],
+}
+
+impl std::fmt::Debug for LinkStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LinkStats")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LinkStats {
+    pub(super) fn new(name: Inline, kind: &'static str) -> Self {
+        LinkStats {
+            name,
+            kind,
+            answers: Counter::default(),
+            declined: AtomicU64::new(0),
+            skips: Default::default(),
+        }
+    }
+}
+
+/// Answers and skips of one chain, per link, since it was built: read
+/// from relaxed counters, so a snapshot taken while lookups run may be a
+/// few counts behind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ChainSnapshot {
+    /// The chain's name.
+    pub name: String,
+    /// Each link, in chain order.
+    pub links: Vec<LinkSnapshot>,
+    /// Lookups that ended with no link answering and none saying "no".
+    pub exhausted: u64,
+}
+
+/// One link's counts in a [`ChainSnapshot`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LinkSnapshot {
+    /// The link's name.
+    pub name: String,
+    /// `provider`, `guarded`, `isolated`, `cache` or `default`.
+    pub kind: &'static str,
+    /// Lookups this link answered.
+    pub answers: u64,
+    /// Lookups this link ended with a deterministic "no".
+    pub declined: u64,
+    /// Lookups that went past this link, by reason, in the order of
+    /// [`REASONS`](super::REASONS).
+    pub skips: [u64; REASONS.len()],
+}
+
+impl LinkSnapshot {
+    /// The lookups that went past this link for `reason` (a label of
+    /// [`REASONS`](super::REASONS)); zero for an unknown label.
+    pub fn skips_for(&self, reason: &str) -> u64 {
+        REASONS
+            .iter()
+            .position(|r| *r == reason)
+            .map_or(0, |i| self.skips[i])
+    }
+}
+
+/// A chain's counters, without its links' closures: what a registry keeps
+/// to report on a chain of any type.
+#[derive(Clone, Debug)]
+pub struct ChainStats(pub(super) Arc<Stats>);
+
+impl ChainStats {
+    /// The chain's name.
+    pub fn name(&self) -> &str {
+        self.0.name.as_str()
+    }
+
+    /// The counts so far.
+    pub fn snapshot(&self) -> ChainSnapshot {
+        let s = &self.0;
+        ChainSnapshot {
+            name: s.name.as_str().to_owned(),
+            links: s
+                .links
+                .iter()
+                .map(|l| LinkSnapshot {
+                    name: l.name.as_str().to_owned(),
+                    kind: l.kind,
+                    answers: l.answers.sum(),
+                    declined: l.declined.load(Ordering::Relaxed),
+                    skips: std::array::from_fn(|i| l.skips[i].load(Ordering::Relaxed)),
+                })
+                .collect(),
+            exhausted: s.exhausted.load(Ordering::Relaxed),
+        }
+    }
+}
