@@ -18,7 +18,6 @@ use crate::cause::{FailureCause, Note};
 use crate::classify::ErrorView;
 use crate::clock::Time;
 use crate::config::{BreakerBuilder, Callback};
-use crate::counter::Counter;
 use crate::events::{Delivery, Subscribers, Subscription};
 use crate::gate::{Gate, Published};
 use crate::machine::{
@@ -69,17 +68,18 @@ struct Inner {
     call_path: CallPath,
     /// The state in one word, for the lock-free part of the hot path, and
     /// the successes counted without the lock (`src/gate.rs`). Written only
-    /// under the lock, but for those counts.
+    /// under the lock, but for those counts. Refusals and admissions are
+    /// counted in the gate's per-thread lines too.
     gate: Gate,
-    short_circuits: Counter,
     time: Time,
     times_calls: bool,
     /// Whether a closed admission does more than take a permit: read the
-    /// clock (`times_calls`) or count the call in flight (`admitted`).
+    /// clock (`times_calls`) or count the call in flight (`counts_admitted`).
     admits_slowly: bool,
-    /// With `count_calls_in_flight`: calls admitted, for the calls in
-    /// flight (admitted less reported) in a snapshot.
-    admitted: Option<Counter>,
+    /// With `count_calls_in_flight`, calls admitted are counted (in the
+    /// gate's lines), for the calls in flight (admitted less reported) in a
+    /// snapshot.
+    counts_admitted: bool,
     has_window: bool,
     /// From when a call to a closed breaker takes the lock to be checked
     /// against a maintenance window; read only when `times_calls`.
@@ -166,9 +166,9 @@ impl Breaker {
         if changed {
             self.inner.hand_off(1);
         }
-        if let (Some(_), Some(admitted)) = (ticket, &self.inner.admitted) {
+        if ticket.is_some() && self.inner.counts_admitted {
             // It reports into the totals like any admitted call.
-            admitted.add_one();
+            self.inner.gate.counts().add_admitted();
         }
         ticket.map(|ticket| ProbeOut {
             ticket,
@@ -254,10 +254,9 @@ impl Breaker {
                     .call_path
                     .expect("build() checked that a call path is set"),
                 gate,
-                short_circuits: Counter::default(),
                 times_calls: machine.times_calls() || watches,
                 admits_slowly: machine.times_calls() || watches || count_in_flight,
-                admitted: count_in_flight.then(Counter::default),
+                counts_admitted: count_in_flight,
                 has_window: machine.quiet_until() != u64::MAX,
                 watch_from: AtomicU64::new(watch_from(&machine, time.now(), reanchor_at)),
                 wall,
@@ -345,8 +344,9 @@ impl Breaker {
     /// `f`, and one compare-and-swap on the thread's own counter line (plus
     /// a clock read with a window), no lock and no allocation. A failure, a probe, or a call timed for
     /// slow-call or latency detection takes one lock round trip and one or
-    /// two clock reads. A refusal: one atomic load, one clock read, one
-    /// relaxed increment. `docs/design.md` has the details,
+    /// two clock reads. A refusal: one atomic load, one clock read, and one
+    /// plain add on the thread's own counter line (an atomic one on a line
+    /// shared by threads past the third). `docs/design.md` has the details,
     /// `docs/performance.md` the measurements.
     ///
     /// Always inlined, so that the result never makes a round trip through
@@ -626,8 +626,8 @@ impl Breaker {
         }
         match admit {
             Admit::Go(ticket) => {
-                if let Some(admitted) = &self.inner.admitted {
-                    admitted.add_one();
+                if self.inner.counts_admitted {
+                    self.inner.gate.counts().add_admitted();
                 }
                 Ok(Permit::new(self, ticket, now))
             }
@@ -637,7 +637,7 @@ impl Breaker {
 
     #[inline(always)]
     fn refuse(&self, state: State, retry_after: Option<u64>) -> Rejected {
-        self.inner.short_circuits.add_one();
+        self.inner.gate.counts().add_refusal();
         Rejected::new(self.inner.inline_name, state, retry_after)
     }
 
@@ -666,8 +666,8 @@ impl Breaker {
         } else {
             0
         };
-        if let Some(admitted) = &self.inner.admitted {
-            admitted.add_one();
+        if self.inner.counts_admitted {
+            self.inner.gate.counts().add_admitted();
         }
         Some(started)
     }
@@ -822,7 +822,7 @@ impl Breaker {
                 failures: v.totals.failures,
                 ignored: v.totals.ignored,
                 slow: v.totals.slow,
-                short_circuits: self.inner.short_circuits.sum(),
+                short_circuits: self.inner.gate.counts().refusals(),
             },
             time_in_state: Duration::from_nanos(v.in_state),
             probes_in_flight: v.probes_in_flight,
@@ -833,8 +833,11 @@ impl Breaker {
             // difference is what is out (a success counted between that take
             // and now still shows as out). A failure made neutral by a
             // maintenance window reports outside the totals.
-            calls_in_flight: self.inner.admitted.as_ref().map(|a| {
-                a.sum()
+            calls_in_flight: self.inner.counts_admitted.then(|| {
+                self.inner
+                    .gate
+                    .counts()
+                    .admitted()
                     .saturating_sub(v.totals.calls.saturating_add(v.neutral_failures))
             }),
             opened_by,
@@ -1028,7 +1031,7 @@ impl Breaker {
     /// untouched, the agent reads it to see demand for a probe.
     #[cfg(feature = "redis")]
     pub(crate) fn refusals(&self) -> u64 {
-        self.inner.short_circuits.sum()
+        self.inner.gate.counts().refusals()
     }
 
     /// Fleet mode (`src/fleet/`): applies the fleet's state, open for

@@ -3,8 +3,9 @@
 //!
 //! The word is the machine's state as the hot path needs it
 //! (`Machine::gate`), and for a closed breaker a 32-bit **tag** naming the
-//! period it was published in. Quiet successes are counted in a
-//! [`TaggedCounter`] whose slots carry the tag of the current period; the
+//! period it was published in. Quiet successes are counted in the
+//! per-thread lines of a [`PerThread`], whose quiet counts carry the tag of
+//! the current period; the
 //! lock side gives them a new tag (a **seal**) before it publishes a word a
 //! quiet success must not be counted under. So:
 //!
@@ -28,7 +29,7 @@
 //! operations change the state, for its success to land in the wrong period.
 //! `tests/loom_gate.rs` checks the protocol under a model checker.
 
-use crate::counter::TaggedCounter;
+use crate::counter::PerThread;
 use crate::machine::{GATE_CLOSED, GATE_GENERATION_SHIFT, GATE_QUIET_SUCCESS, GATE_TAG_SHIFT};
 use crate::sync::{AtomicU64, Ordering};
 
@@ -42,10 +43,13 @@ struct Line {
     quiet_until: AtomicU64,
 }
 
-/// The lock-free face of a breaker. Written only under its lock.
+/// The lock-free face of a breaker. Written only under its lock, but for
+/// the counts of its per-thread lines.
 pub(crate) struct Gate {
     line: Line,
-    quiet: TaggedCounter,
+    /// The quiet successes, and the other counts the hot path keeps without
+    /// the lock (refusals, admissions), one line per thread slot.
+    counts: PerThread,
 }
 
 /// What the gate last published: kept under the lock, so the gate is
@@ -71,7 +75,7 @@ impl Gate {
                 word: AtomicU64::new(tagged(word, 0)),
                 quiet_until: AtomicU64::new(quiet_until),
             },
-            quiet: TaggedCounter::new(0),
+            counts: PerThread::new(0),
         };
         (gate, p)
     }
@@ -104,15 +108,22 @@ impl Gate {
         if windowed && now() >= self.line.quiet_until.load(Ordering::Acquire) {
             return false;
         }
-        self.quiet
-            .try_add(((word & TAG_FIELD) >> GATE_TAG_SHIFT) as u32)
+        self.counts
+            .try_add_quiet(((word & TAG_FIELD) >> GATE_TAG_SHIFT) as u32)
+    }
+
+    /// The per-thread counts, for the refusals and admissions the hot path
+    /// counts beside the quiet successes.
+    #[inline(always)]
+    pub(crate) fn counts(&self) -> &PerThread {
+        &self.counts
     }
 
     /// Under the lock: the quiet successes counted since the last take, all
     /// in the period `p` names.
     #[inline]
     pub(crate) fn take_quiet(&self, p: &Published) -> u64 {
-        self.quiet.take(p.tag)
+        self.counts.take_quiet(p.tag)
     }
 
     /// Under the lock, after an operation on the machine `m`: publishes
@@ -137,7 +148,7 @@ impl Gate {
         let mut result = None;
         if p.word & 3 == GATE_CLOSED && p.word & GATE_QUIET_SUCCESS != 0 {
             p.tag = p.tag.wrapping_add(1);
-            let n = self.quiet.retag(p.tag);
+            let n = self.counts.retag_quiet(p.tag);
             if n > 0 {
                 result = late(m, n, p.word >> GATE_GENERATION_SHIFT);
             }

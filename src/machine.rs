@@ -109,7 +109,9 @@ pub(crate) struct Machine {
     consecutive: u32,
     throttle_until: u64,
     window: Option<Tally>,
-    latency: Option<LatencyWindow>,
+    /// Boxed: a breaker without a latency policy keeps a pointer, not the
+    /// window's 184 bytes.
+    latency: Option<Box<LatencyWindow>>,
     probes: Box<[Option<Probe>]>,
     probe_successes: u32,
     next_probe_id: u64,
@@ -191,7 +193,10 @@ impl Machine {
             interval_end: s
                 .closed_interval
                 .map_or(u64::MAX, |d| now.saturating_add(nanos(d))),
-            latency: s.latency_trip.clone().map(|p| LatencyWindow::new(p, now)),
+            latency: s
+                .latency_trip
+                .clone()
+                .map(|p| Box::new(LatencyWindow::new(p, now))),
             durations: (s.slow_call_duration.is_some() || s.latency_trip.is_some())
                 .then(|| CallDurations::new(&s.call_duration_buckets)),
             probes: vec![None; s.half_open_max_calls as usize].into_boxed_slice(),

@@ -159,7 +159,8 @@ impl Plan {
 pub(crate) struct Recovering {
     ramp: Option<RampUp>,
     ramping: Option<Ramping>,
-    plan: Option<Plan>,
+    /// Boxed: a breaker without windows or deadlines keeps a pointer.
+    plan: Option<Box<Plan>>,
     /// The wall-clock reading taken at build, for windows declared later.
     anchor: Option<Anchor>,
     short_circuit: bool,
@@ -173,11 +174,13 @@ impl Recovering {
         Recovering {
             ramp: r.ramp,
             ramping: None,
-            plan: r.anchor.filter(|_| r.has_schedule()).map(|anchor| Plan {
-                anchor,
-                windows: r.windows.clone(),
-                deadlines: r.deadlines.clone(),
-                lead: crate::check::nanos(r.lead),
+            plan: r.anchor.filter(|_| r.has_schedule()).map(|anchor| {
+                Box::new(Plan {
+                    anchor,
+                    windows: r.windows.clone(),
+                    deadlines: r.deadlines.clone(),
+                    lead: crate::check::nanos(r.lead),
+                })
             }),
             anchor: r.anchor,
             short_circuit: r.short_circuit,

@@ -2,7 +2,9 @@
 //! tools: `promtool check rules` and `promtool test rules` on the shipped
 //! files, every dashboard query parsed by promtool and naming only metrics
 //! fusebox exports, and a real Prometheus that scrapes the admin endpoint on
-//! loopback, sees a critical breaker trip, and fires the alert.
+//! loopback, sees a critical breaker trip, and fires the alert; and the same
+//! against the ops example's own process (`examples/ops.rs`), whose critical
+//! breaker an operator holds open through the admin endpoint.
 #![cfg(all(feature = "admin", feature = "isolation"))]
 
 mod common;
@@ -357,4 +359,142 @@ fn a_real_prometheus_scrapes_the_admin_endpoint_and_fires_on_a_critical_breaker(
     prom.wait_for("closed again", |p| p.value(state) == Some(0.0));
     drop(prom);
     admin.stop();
+}
+
+/// The ops example's own process (`examples/ops.rs`, killed when dropped),
+/// as `cargo test` builds it beside the test binaries (`--test alerts` alone
+/// does not rebuild it: a binary left from an older build is what runs).
+struct OpsExample(std::process::Child);
+
+impl OpsExample {
+    /// Starts it with the admin `token`; returns it and its admin address.
+    fn start(token: &str) -> (OpsExample, std::net::SocketAddr) {
+        use std::io::{BufRead, BufReader};
+        // target/debug/deps/alerts-… → target/debug/examples/ops
+        let exe = std::env::current_exe().expect("the test's own path");
+        let ops = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("the target directory")
+            .join("examples")
+            .join(format!("ops{}", std::env::consts::EXE_SUFFIX));
+        assert!(
+            ops.exists(),
+            "{} is missing: `cargo test --all-features` builds the examples with the tests \
+             (or `cargo build --example ops --features admin,serde`)",
+            ops.display()
+        );
+        let mut child = std::process::Command::new(&ops)
+            .arg("forever")
+            .env("FUSEBOX_ADMIN_TOKEN", token)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("the ops example starts");
+        let stdout = child.stdout.take().expect("its stdout");
+        let example = OpsExample(child);
+        // Its first line names the admin endpoint. The rest of its output is
+        // read to its end, so that its prints never meet a closed pipe.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("admin endpoint on http://") {
+                    let _ = tx.send(url.trim().to_owned());
+                }
+            }
+        });
+        let url = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the ops example names its admin endpoint");
+        (example, url.parse().expect("an address"))
+    }
+}
+
+impl Drop for OpsExample {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `POST path` with a bearer token and a JSON body on the admin endpoint:
+/// the status line's code.
+fn admin_post(addr: std::net::SocketAddr, path: &str, token: &str, body: &str) -> u16 {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(addr).expect("the admin endpoint");
+    conn.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        conn,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).unwrap();
+    answer
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {answer:?}"))
+}
+
+#[test]
+fn a_real_prometheus_scrapes_the_ops_example_and_fires_while_an_operator_holds_its_critical_breaker_open(
+) {
+    if !tools_or_skip("a_real_prometheus_scrapes_the_ops_example") {
+        return;
+    }
+    let token = "ops-example-test-token-0123";
+    let (_example, addr) = OpsExample::start(token);
+    let prom = PrometheusServer::start(addr, &rules_without_delays());
+
+    // The example's breakers, as examples/ops.toml configures them.
+    let state = r#"fusebox_breaker_state{breaker="instruments",job="fusebox"}"#;
+    prom.wait_for("the first scrape", |p| p.value(state) == Some(0.0));
+    assert_eq!(prom.value(r#"up{job="fusebox"}"#), Some(1.0));
+    // Its `sentiment` vendor times out ten calls in a row out of every
+    // fifty, so that breaker trips on its own, again and again.
+    prom.wait_for("sentiment's trips", |p| {
+        p.value(r#"fusebox_breaker_trips_total{breaker="sentiment"}"#)
+            .is_some_and(|n| n >= 1.0)
+    });
+    let not_closed = |p: &PrometheusServer| {
+        p.alerts().into_iter().any(|a| {
+            a["labels"]["alertname"] == "FuseboxCriticalBreakerNotClosed"
+                && a["labels"]["breaker"] == "instruments"
+                && a["state"] == "firing"
+        })
+    };
+    assert!(!not_closed(&prom), "instruments is closed");
+
+    // An operator holds the critical breaker open: the page fires.
+    let body = r#"{"actor":"alice","reason":"vendor maintenance"}"#;
+    assert_eq!(
+        admin_post(addr, "/breakers/instruments/force-open", token, body),
+        200
+    );
+    prom.wait_for("the forced-open state", |p| {
+        p.value(state).is_some_and(|v| v != 0.0)
+    });
+    prom.wait_for("the alert to fire", not_closed);
+    let firing = prom
+        .alerts()
+        .into_iter()
+        .find(|a| {
+            a["labels"]["alertname"] == "FuseboxCriticalBreakerNotClosed"
+                && a["labels"]["breaker"] == "instruments"
+        })
+        .unwrap();
+    assert_eq!(firing["labels"]["severity"], "page");
+    assert_eq!(firing["labels"]["call_path"], "reference_data");
+
+    // The reset closes it; the alert resolves.
+    assert_eq!(
+        admin_post(addr, "/breakers/instruments/reset", token, body),
+        200
+    );
+    prom.wait_for("closed again", |p| p.value(state) == Some(0.0));
+    prom.wait_for("the alert to resolve", |p| !not_closed(p));
 }

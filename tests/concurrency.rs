@@ -226,6 +226,37 @@ fn concurrent_failures_open_it_exactly_once() {
 }
 
 #[test]
+fn refusals_are_exact_as_threads_come_and_go() {
+    // Waves of threads, each wave ending before the next starts: a thread
+    // that owns a counter slot gives it back when it ends, and the next
+    // owner adds on from where it left off.
+    const WAVES: usize = 20;
+    const THREADS: usize = 5;
+    const CALLS: usize = 1_000;
+    let (builder, _mock) = quiet("refdata");
+    let b = builder.consecutive_failure_threshold(1).build().unwrap();
+    let _ = fail(&b);
+    assert_eq!(b.state(), State::Open);
+    for _ in 0..WAVES {
+        let start = Barrier::new(THREADS);
+        std::thread::scope(|s| {
+            for _ in 0..THREADS {
+                s.spawn(|| {
+                    start.wait();
+                    for _ in 0..CALLS {
+                        assert!(b.try_acquire().is_err());
+                    }
+                });
+            }
+        });
+    }
+    assert_eq!(
+        b.snapshot().totals.short_circuits,
+        (WAVES * THREADS * CALLS) as u64
+    );
+}
+
+#[test]
 fn state_changes_form_one_unbroken_chain_under_contention() {
     const THREADS: usize = 4;
     const STEPS: usize = 3_000;

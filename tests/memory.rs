@@ -53,6 +53,25 @@ fn a_million_breakers_with_distinct_names_leave_under_16_mib_once_dropped() {
 }
 
 #[test]
+fn a_default_breaker_holds_under_3_and_a_half_kib() {
+    let _one = live_bytes::one_at_a_time();
+    let (clock, _mock) = Clock::mock();
+    drop(breaker("warm-up", &clock));
+    // A thousand, so that the harness's own threads hardly move the mean.
+    let names: Vec<String> = (0..1_000).map(|i| format!("vendor-{i}")).collect();
+    let before = live_bytes::live();
+    let kept: Vec<Breaker> = names.iter().map(|n| breaker(n, &clock)).collect();
+    let held = live_bytes::live() - before - (kept.capacity() * 8) as isize;
+    drop(kept);
+    // docs/performance.md says what the bytes are.
+    assert!(
+        held / 1_000 < 3 * 1024 + 512,
+        "{} bytes per breaker",
+        held / 1_000
+    );
+}
+
+#[test]
 fn dropped_subscriptions_leave_nothing_behind_on_a_breaker_that_never_changes() {
     let _one = live_bytes::one_at_a_time();
     let (clock, _mock) = Clock::mock();

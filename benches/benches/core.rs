@@ -193,6 +193,25 @@ fn refusal_floor_raw(gate: &AtomicU64, clock: &quanta::Clock) -> bool {
     word & 3 == OPEN_GATE && clock.raw() < word >> 2
 }
 
+/// A line of its own per thread, for the closed-success floor.
+#[repr(align(128))]
+struct OwnLine(AtomicU64);
+
+/// The closure, one atomic load of a shared closed gate word, and one
+/// compare-and-swap on a line the calling thread has to itself: what a
+/// closed success counted without a lock, in the period it was admitted in,
+/// must at least do.
+fn success_floor(gate: &AtomicU64, line: &OwnLine) {
+    black_box(work()).ok();
+    let word = gate.load(Ordering::Acquire);
+    let n = line.0.load(Ordering::Relaxed);
+    if word & 3 == 0 {
+        let _ = line
+            .0
+            .compare_exchange(n, n + 1, Ordering::Relaxed, Ordering::Relaxed);
+    }
+}
+
 fn baselines(c: &mut Criterion) {
     let mut g = configure(c, "baseline");
     g.bench_function("closure", |b| b.iter(work));
@@ -831,6 +850,13 @@ fn print_paired() {
         row(what, "failsafe default", paired(call!(b), call!(fd)));
         row(what, "recloser", paired(call!(b), call!(r)));
     }
+    let closed_gate = AtomicU64::new(0);
+    let lines = [OwnLine(AtomicU64::new(0)), OwnLine(AtomicU64::new(0))];
+    row(
+        "closed success, cheapest",
+        "closed-success floor",
+        paired(call!(cheap), || success_floor(&closed_gate, &lines[0])),
+    );
     row(
         "closed success, default",
         "one direct clock read",
@@ -838,6 +864,46 @@ fn print_paired() {
             black_box(clock.now());
         }),
     );
+    // Each capability configured but idle (closed, no ramp running, no
+    // window or deadline near), against the cheapest configuration.
+    let day = std::time::SystemTime::now() + Duration::from_secs(86_400);
+    let capabilities = [
+        (
+            "closed success, cheapest + ramp-up",
+            cheapest_builder(HOUR).ramp_up(fusebox::RampUp::linear(Duration::from_secs(60), 0.1)),
+        ),
+        (
+            "closed success, cheapest + maintenance window (neutral)",
+            cheapest_builder(HOUR).maintenance_window(fusebox::trading::MaintenanceWindow::once(
+                day,
+                day + Duration::from_secs(3600),
+            )),
+        ),
+        (
+            "closed success, cheapest + maintenance window (short-circuit)",
+            cheapest_builder(HOUR)
+                .maintenance_window(fusebox::trading::MaintenanceWindow::once(
+                    day,
+                    day + Duration::from_secs(3600),
+                ))
+                .short_circuit_in_maintenance(true),
+        ),
+        (
+            "closed success, cheapest + deadlines",
+            cheapest_builder(HOUR).deadlines(fusebox::trading::Deadlines::at([day])),
+        ),
+        (
+            "closed success, cheapest + result classifier",
+            cheapest_builder(HOUR).result_classifier(fusebox::ResultClassifier::for_type(
+                |_: &u64| fusebox::Verdict::Success,
+            )),
+        ),
+    ];
+    for (what, builder) in capabilities {
+        let with = builder.build().expect("valid config");
+        row(what, "cheapest", paired(call!(with), call!(cheap)));
+        assert_eq!(with.state(), State::Closed);
+    }
     let raw_deadline = clock.raw() + (hour as f64 * ticks_per_nano(&clock)) as u64;
     let raw_gate = AtomicU64::new((raw_deadline << 2) | OPEN_GATE);
     row(
@@ -883,6 +949,37 @@ fn print_paired() {
         "two threads, refusals",
         "contended mutex",
         paired_two(call!(open_cheap), mutex),
+    );
+    // What two threads gain on this machine at best: the refusal floor
+    // (nothing shared but a read-only word) on two threads, against the
+    // same on one.
+    row(
+        "two threads, refusals",
+        "two threads, refusal floor",
+        paired_two(call!(open_cheap), floor),
+    );
+    row(
+        "(two threads, refusal floor)",
+        "contended mutex",
+        paired_two(floor, mutex),
+    );
+    // The closed-success floor on two threads, each on a line of its own.
+    let which = std::sync::atomic::AtomicUsize::new(0);
+    thread_local! {
+        static LINE: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+    }
+    let own_line = || {
+        LINE.with(|l| {
+            if l.get() == usize::MAX {
+                l.set(which.fetch_add(1, Ordering::Relaxed) % 2);
+            }
+            &lines[l.get()]
+        })
+    };
+    row(
+        "two threads, cheapest",
+        "two threads, closed-success floor",
+        paired_two(call!(cheap), || success_floor(&closed_gate, own_line())),
     );
     assert_eq!(open_cheap.state(), State::Open);
     assert_eq!(default.state(), State::Closed);

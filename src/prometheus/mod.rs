@@ -552,32 +552,20 @@ fn chains(registry: &Registry, e: &mut DescriptorEncoder<'_>) -> Result<(), fmt:
     if chains.is_empty() {
         return Ok(());
     }
-    let mut m = family(
+    link_counters(
         e,
+        &chains,
         "fusebox_chain_answers",
         "Lookups the chain's link answered.",
-        None,
-        MetricType::Counter,
+        |l| l.answers,
     )?;
-    for c in &chains {
-        for l in &c.links {
-            m.encode_family(&[("chain", &*c.name), ("link", &*l.name)])?
-                .encode_counter::<NoLabelSet, _, f64>(&l.answers, None)?;
-        }
-    }
-    let mut m = family(
+    link_counters(
         e,
+        &chains,
         "fusebox_chain_declined",
         "Lookups the link ended with a deterministic no.",
-        None,
-        MetricType::Counter,
+        |l| l.declined,
     )?;
-    for c in &chains {
-        for l in &c.links {
-            m.encode_family(&[("chain", &*c.name), ("link", &*l.name)])?
-                .encode_counter::<NoLabelSet, _, f64>(&l.declined, None)?;
-        }
-    }
     let mut m = family(
         e,
         "fusebox_chain_skips",
@@ -603,6 +591,27 @@ fn chains(registry: &Registry, e: &mut DescriptorEncoder<'_>) -> Result<(), fmt:
     for c in &chains {
         m.encode_family(&[("chain", &*c.name)])?
             .encode_counter::<NoLabelSet, _, f64>(&c.exhausted, None)?;
+    }
+    Ok(())
+}
+
+/// One counter family with a series per chain and link.
+#[cfg(feature = "chain")]
+fn link_counters(
+    e: &mut DescriptorEncoder<'_>,
+    chains: &[crate::chain::ChainSnapshot],
+    name: &str,
+    help: &str,
+    value: fn(&crate::chain::LinkSnapshot) -> u64,
+) -> Result<(), fmt::Error> {
+    use prometheus_client::encoding::NoLabelSet;
+
+    let mut m = family(e, name, help, None, MetricType::Counter)?;
+    for c in chains {
+        for l in &c.links {
+            m.encode_family(&[("chain", &*c.name), ("link", &*l.name)])?
+                .encode_counter::<NoLabelSet, _, f64>(&value(l), None)?;
+        }
     }
     Ok(())
 }

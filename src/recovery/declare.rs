@@ -66,11 +66,13 @@ impl Recovering {
             "must end after now",
             format_args!("{end:?}"),
         )?;
-        let plan = self.plan.get_or_insert_with(|| Plan {
-            anchor,
-            windows: Vec::new(),
-            deadlines: Vec::new(),
-            lead: 0,
+        let plan = self.plan.get_or_insert_with(|| {
+            Box::new(Plan {
+                anchor,
+                windows: Vec::new(),
+                deadlines: Vec::new(),
+                lead: 0,
+            })
         });
         plan.windows
             .retain(|w| w.around_or_after(wall_now).is_some());
