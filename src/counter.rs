@@ -31,6 +31,11 @@ const SLOTS: usize = 4;
 const SLOTS: usize = 2;
 /// The slot that threads without one of their own share.
 const SHARED: usize = SLOTS - 1;
+/// A slot index is masked with this before use, which changes nothing (a
+/// slot is always below `SLOTS`) but lets the compiler drop the bounds
+/// check on the hot path.
+const MASK: usize = SLOTS - 1;
+const _: () = assert!(SLOTS.is_power_of_two());
 
 /// One thread's counts, on a line of its own.
 #[repr(align(128))]
@@ -200,7 +205,7 @@ impl PerThread {
     /// is not full.
     #[inline(always)]
     pub(crate) fn try_add_quiet(&self, tag: u32) -> bool {
-        let q = &self.0[slot().0].quiet;
+        let q = &self.0[slot().0 & MASK].quiet;
         let mut current = q.load(Ordering::Relaxed);
         loop {
             if current >> TAG_SHIFT != u64::from(tag) || current & COUNT_MASK == COUNT_MASK {
@@ -243,14 +248,14 @@ impl PerThread {
     #[inline(always)]
     pub(crate) fn add_refusal(&self) {
         let (i, owned) = slot();
-        bump(&self.0[i].refusals, owned);
+        bump(&self.0[i & MASK].refusals, owned);
     }
 
     /// Counts one admitted call.
     #[inline(always)]
     pub(crate) fn add_admitted(&self) {
         let (i, owned) = slot();
-        bump(&self.0[i].admitted, owned);
+        bump(&self.0[i & MASK].admitted, owned);
     }
 
     /// The refusals counted.
@@ -289,7 +294,7 @@ impl Counter {
     #[inline(always)]
     pub(crate) fn add_one(&self) {
         let (i, owned) = slot();
-        bump(&self.0[i].0, owned);
+        bump(&self.0[i & MASK].0, owned);
     }
 
     /// The sum of the slots. Each slot only grows, so a later sum is never
