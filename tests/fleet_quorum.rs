@@ -121,6 +121,24 @@ fn calls_made(b: &Breaker, n: u32) -> u32 {
     made
 }
 
+/// Each of `m` calls its vendor once a round until every one's agent has
+/// read the fleet `reads` more times (bounded by `PATIENCE`): the calls
+/// that reached the vendor, out of those tried.
+fn calls_while_agents_read(m: &[Member], reads: u64) -> (u32, u32) {
+    let from: Vec<u64> = m.iter().map(|x| x.fleet.snapshot().reads).collect();
+    let (mut tried, mut made) = (0u32, 0u32);
+    wait_for("the agents to read the fleet again", || {
+        for x in m {
+            tried += 1;
+            made += calls_made(&x.breaker, 1);
+        }
+        m.iter()
+            .zip(&from)
+            .all(|(x, r)| x.fleet.snapshot().reads >= r + reads)
+    });
+    (made, tried)
+}
+
 fn leases_issued(redis: &RedisServer, prefix: &str) -> i64 {
     let leases: Option<i64> = redis::cmd("HGET")
         .arg(format!("{{{prefix}:vendor}}:state"))
@@ -228,19 +246,7 @@ fn one_sick_member_of_five_opens_only_itself_and_three_open_all_five() {
     });
     // The healthy four call the vendor while each of their agents reads
     // the fleet 25 more times (half a second of 20 ms refreshes).
-    let from: Vec<u64> = m.iter().map(|x| x.fleet.snapshot().reads).collect();
-    let (mut tried, mut made) = (0u32, 0u32);
-    while m[1..]
-        .iter()
-        .zip(&from[1..])
-        .any(|(x, r)| x.fleet.snapshot().reads < r + 25)
-    {
-        for x in &m[1..] {
-            tried += 1;
-            made += calls_made(&x.breaker, 1);
-        }
-        std::thread::sleep(MS);
-    }
+    let (made, tried) = calls_while_agents_read(&m[1..], 25);
     assert_eq!(
         made, tried,
         "every call of the healthy four reached the vendor"
@@ -299,19 +305,7 @@ fn with_any_member_tripping_one_sick_member_stops_the_other_four() {
     wait_for("the other four to open", || {
         m[1..].iter().all(|x| x.breaker.state() == State::Open)
     });
-    let from: Vec<u64> = m.iter().map(|x| x.fleet.snapshot().reads).collect();
-    let (mut tried, mut made) = (0u32, 0u32);
-    while m[1..]
-        .iter()
-        .zip(&from[1..])
-        .any(|(x, r)| x.fleet.snapshot().reads < r + 25)
-    {
-        for x in &m[1..] {
-            tried += 1;
-            made += calls_made(&x.breaker, 1);
-        }
-        std::thread::sleep(MS);
-    }
+    let (made, tried) = calls_while_agents_read(&m[1..], 25);
     assert_eq!(made, 0, "the healthy four refuse every call");
     assert_eq!(m[0].fleet.snapshot().lone_trips, 0);
     eprintln!("any member trips: the healthy four made {made} of {tried} calls");
