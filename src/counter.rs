@@ -278,17 +278,21 @@ impl PerThread {
 /// One count that many threads add to, a line per slot, in the same slots
 /// as [`PerThread`]: for counts outside a breaker that every call bumps (a
 /// chain's answers per link).
+#[cfg(feature = "chain")]
 pub(crate) struct Counter([Slot; SLOTS]);
 
+#[cfg(feature = "chain")]
 #[repr(align(128))]
 struct Slot(AtomicU64);
 
+#[cfg(feature = "chain")]
 impl Default for Counter {
     fn default() -> Self {
         Counter(std::array::from_fn(|_| Slot(AtomicU64::new(0))))
     }
 }
 
+#[cfg(feature = "chain")]
 impl Counter {
     /// Adds one in this thread's slot.
     #[inline(always)]
