@@ -18,7 +18,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use common::*;
-use fusebox::chain::{Chain, LastGood, Origin, Skip, REASONS};
+use fusebox::chain::{Boxed, Chain, FirstLink, LastGood, Origin, Skip, REASONS};
 use fusebox::{Breaker, CallPath, ConfigError, State};
 use quanta::{Clock, Mock};
 
@@ -75,8 +75,8 @@ impl Script {
     }
 }
 
-struct Fixture {
-    chain: Chain<str, f64, DepError>,
+struct Fixture<L> {
+    chain: Chain<str, f64, DepError, L>,
     primary: Breaker,
     secondary: Breaker,
     p: Arc<Script>,
@@ -85,14 +85,20 @@ struct Fixture {
 }
 
 /// primary (100.0), secondary (200.0), a cache kept 60 s, a default (0.0);
-/// `configure` sees the builder right after the primary.
-fn fixture(configure: impl FnOnce(ChainB) -> ChainB) -> Fixture {
+/// the primary goes on past a "no" when `past_no` says so. The chain as
+/// built: its first provider's closure in its type.
+fn fixture(past_no: bool) -> Fixture<impl FirstLink<str, f64, DepError>> {
     let (clock, mock) = clock();
     let (primary, secondary) = (vendor("primary", &clock), vendor("secondary", &clock));
     let (p, s) = (Arc::new(Script::default()), Arc::new(Script::default()));
     let cache = LastGood::new(60 * SEC).clock(clock.clone());
     let builder = Chain::builder("closing-price").provider("primary", &primary, p.provider(100.0));
-    let chain = configure(builder)
+    let builder = if past_no {
+        builder.continue_past_no()
+    } else {
+        builder
+    };
+    let chain = builder
         .provider("secondary", &secondary, s.provider(200.0))
         .cache("last-good", cache)
         .default_value("default", 0.0)
@@ -109,11 +115,129 @@ fn fixture(configure: impl FnOnce(ChainB) -> ChainB) -> Fixture {
     }
 }
 
-type ChainB = fusebox::chain::ChainBuilder<str, f64, DepError>;
+/// The same fixture with its first link behind a box: the type a struct
+/// field names.
+fn boxed(
+    f: Fixture<impl FirstLink<str, f64, DepError> + 'static>,
+) -> Fixture<Boxed<str, f64, DepError>> {
+    Fixture {
+        chain: f.chain.boxed(),
+        primary: f.primary,
+        secondary: f.secondary,
+        p: f.p,
+        s: f.s,
+        mock: f.mock,
+    }
+}
+
+/// primary (100.0), secondary (200.0), a default (0.0): no cache and no
+/// deadline, so that a lookup asks the first link at once, on the path of
+/// a healthy lookup, and walks the rest only when it does not answer.
+fn lean(past_no: bool) -> Fixture<impl FirstLink<str, f64, DepError>> {
+    let (clock, mock) = clock();
+    let (primary, secondary) = (vendor("primary", &clock), vendor("secondary", &clock));
+    let (p, s) = (Arc::new(Script::default()), Arc::new(Script::default()));
+    let builder = Chain::builder("lean").provider("primary", &primary, p.provider(100.0));
+    let builder = if past_no {
+        builder.continue_past_no()
+    } else {
+        builder
+    };
+    let chain = builder
+        .provider("secondary", &secondary, s.provider(200.0))
+        .default_value("default", 0.0)
+        .build()
+        .unwrap();
+    Fixture {
+        chain,
+        primary,
+        secondary,
+        p,
+        s,
+        mock,
+    }
+}
+
+/// What the first link's answer, "no", failure and refusal make of a
+/// lookup, and how each is counted.
+fn first_link_outcomes<L: FirstLink<str, f64, DepError>>(f: Fixture<L>) {
+    let answer = f.chain.lookup("AAPL").unwrap();
+    assert_eq!((*answer.value(), answer.link()), (100.0, "primary"));
+    assert_eq!((answer.position(), answer.origin()), (0, Origin::Provider));
+    assert!(answer.skipped().is_empty());
+
+    f.p.set(2);
+    let err = f.chain.lookup("GONE").unwrap_err();
+    assert_eq!(err.declined().map(|(link, _)| link), Some("primary"));
+    assert!(err.skipped().is_empty());
+    assert_eq!(f.s.calls(), 0, "a no stops the chain");
+
+    f.p.set(1);
+    let answer = f.chain.lookup("AAPL").unwrap();
+    assert_eq!((answer.link(), *answer.value()), ("secondary", 200.0));
+    assert!(matches!(
+        answer.skipped()[0].skip(),
+        Skip::Failed(DepError::Outage(_))
+    ));
+    assert_eq!(f.primary.state(), State::Open, "the failure counted");
+
+    let answer = f.chain.lookup("AAPL").unwrap();
+    assert_eq!(answer.link(), "secondary");
+    assert_eq!(answer.skipped()[0].skip().reason(), "refused");
+    assert_eq!(f.p.calls(), 3, "not called while open");
+
+    let snap = f.chain.snapshot();
+    let (first, second) = (&snap.links[0], &snap.links[1]);
+    assert_eq!((first.answers, first.declined), (1, 1));
+    assert_eq!(
+        (first.skips_for("failed"), first.skips_for("refused")),
+        (1, 1)
+    );
+    assert_eq!((second.answers, second.declined), (2, 0));
+}
+
+#[test]
+fn a_chain_without_cache_or_deadline_answers_declines_and_falls_back_from_its_first_link() {
+    first_link_outcomes(lean(false));
+}
+
+#[test]
+fn a_boxed_chain_answers_declines_and_falls_back_from_its_first_link_the_same() {
+    first_link_outcomes(boxed(lean(false)));
+}
+
+#[test]
+fn a_first_link_built_to_continue_past_a_no_hands_over_as_built_and_boxed() {
+    fn check<L: FirstLink<str, f64, DepError>>(f: Fixture<L>) {
+        f.p.set(2);
+        let answer = f.chain.lookup("NEWLISTING").unwrap();
+        assert_eq!((answer.link(), *answer.value()), ("secondary", 200.0));
+        assert_eq!(answer.skipped()[0].skip().reason(), "declined");
+        assert_eq!(f.chain.snapshot().links[0].skips_for("declined"), 1);
+    }
+    check(lean(true));
+    check(boxed(lean(true)));
+}
+
+#[test]
+fn a_chain_keeps_its_name_links_and_counters_when_boxed() {
+    let f = lean(false);
+    f.chain.lookup("AAPL").unwrap();
+    let stats = f.chain.stats();
+    let chain: Chain<str, f64, DepError> = f.chain.boxed();
+    assert_eq!(chain.name(), "lean");
+    assert_eq!(
+        chain.links().collect::<Vec<_>>(),
+        ["primary", "secondary", "default"]
+    );
+    chain.lookup("AAPL").unwrap();
+    assert_eq!(stats.snapshot().links[0].answers, 2, "one set of counters");
+    assert!(format!("{chain:?}").contains("provider"));
+}
 
 #[test]
 fn a_healthy_primary_answers_and_nothing_else_is_called() {
-    let f = fixture(|b| b);
+    let f = fixture(false);
     let answer = f.chain.lookup("AAPL").unwrap();
     assert_eq!(*answer.value(), 100.0);
     assert_eq!((answer.link(), answer.position()), ("primary", 0));
@@ -125,7 +249,7 @@ fn a_healthy_primary_answers_and_nothing_else_is_called() {
 
 #[test]
 fn a_failing_link_is_recorded_with_its_error_and_the_next_answers() {
-    let f = fixture(|b| b);
+    let f = fixture(false);
     f.p.set(1);
     let answer = f.chain.lookup("AAPL").unwrap();
     assert_eq!((*answer.value(), answer.link()), (200.0, "secondary"));
@@ -144,7 +268,7 @@ fn a_failing_link_is_recorded_with_its_error_and_the_next_answers() {
 
 #[test]
 fn an_open_breaker_is_skipped_without_calling_its_provider() {
-    let f = fixture(|b| b);
+    let f = fixture(false);
     f.p.set(1);
     f.chain.lookup("AAPL").unwrap();
     assert_eq!(f.p.calls(), 1);
@@ -164,7 +288,7 @@ fn an_open_breaker_is_skipped_without_calling_its_provider() {
 
 #[test]
 fn no_link_is_called_twice_in_one_lookup() {
-    let f = fixture(|b| b);
+    let f = fixture(false);
     f.p.set(1);
     f.s.set(1);
     let answer = f.chain.lookup("AAPL").unwrap();
@@ -176,7 +300,7 @@ fn no_link_is_called_twice_in_one_lookup() {
 
 #[test]
 fn a_deterministic_no_stops_the_chain_and_no_older_yes_papers_over_it() {
-    let f = fixture(|b| b);
+    let f = fixture(false);
     // The cache holds an older "yes".
     f.chain.lookup("DELISTED").unwrap();
     f.p.set(2);
@@ -197,7 +321,7 @@ fn a_deterministic_no_stops_the_chain_and_no_older_yes_papers_over_it() {
 
 #[test]
 fn a_link_built_to_continue_past_a_no_hands_over_to_the_next() {
-    let f = fixture(|b| b.continue_past_no());
+    let f = fixture(true);
     f.p.set(2);
     let answer = f.chain.lookup("NEWLISTING").unwrap();
     assert_eq!((answer.link(), *answer.value()), ("secondary", 200.0));
@@ -216,7 +340,7 @@ fn a_link_built_to_continue_past_a_no_hands_over_to_the_next() {
 
 #[test]
 fn the_cache_serves_the_last_good_answer_with_its_age_when_both_vendors_are_down() {
-    let f = fixture(|b| b);
+    let f = fixture(false);
     f.chain.lookup("AAPL").unwrap();
     f.mock.increment(20 * SEC);
     f.primary.force_open("test", "vendor down");
@@ -235,7 +359,7 @@ fn the_cache_serves_the_last_good_answer_with_its_age_when_both_vendors_are_down
 
 #[test]
 fn a_cached_answer_past_its_staleness_is_skipped_and_the_default_answers() {
-    let f = fixture(|b| b);
+    let f = fixture(false);
     f.chain.lookup("AAPL").unwrap();
     f.mock.increment(61 * SEC);
     f.primary.force_open("test", "");
@@ -258,7 +382,7 @@ fn when_every_link_fails_the_error_lists_each_reason_and_is_a_std_error() {
     let (primary, secondary) = (vendor("primary", &clock), vendor("secondary", &clock));
     let p = Arc::new(Script::default());
     p.set(1);
-    let chain: Chain<str, f64, DepError> = Chain::builder("fx")
+    let chain: Chain<str, f64, DepError, _> = Chain::builder("fx")
         .provider("primary", &primary, p.provider(1.0))
         .provider("secondary", &secondary, p.provider(2.0))
         .cache("cache", LastGood::new(SEC).clock(clock))
@@ -390,7 +514,7 @@ fn a_call_abandoned_at_its_deadline_pool_deadline_is_a_timed_out_skip() {
 
 #[test]
 fn the_snapshot_counts_answers_and_skips_by_reason_per_link() {
-    let f = fixture(|b| b);
+    let f = fixture(false);
     f.chain.lookup("A").unwrap();
     f.p.set(1);
     f.chain.lookup("A").unwrap(); // primary fails, secondary answers
@@ -431,7 +555,7 @@ fn a_healthy_first_provider_is_asked_once_counted_once_and_filed_with_or_without
             Some(d) => builder.deadline(d),
             None => builder,
         };
-        let chain: Chain<str, f64, DepError> = builder.build().unwrap();
+        let chain: Chain<str, f64, DepError, _> = builder.build().unwrap();
         let answer = chain.lookup("EURUSD").unwrap();
         assert_eq!((answer.link(), *answer.value()), ("primary", 1.5));
         assert_eq!(answer.origin(), Origin::Provider);
@@ -471,7 +595,9 @@ fn the_builder_refuses_what_cannot_work_naming_the_field() {
     let (clock, _mock) = clock();
     let b = vendor("a", &clock);
     let ok = |_: &str| Ok::<f64, DepError>(1.0);
-    let field = |r: Result<Chain<str, f64, DepError>, ConfigError>| r.unwrap_err().field();
+    fn field<L>(r: Result<Chain<str, f64, DepError, L>, ConfigError>) -> &'static str {
+        r.unwrap_err().field()
+    }
     assert_eq!(field(Chain::builder("empty").build()), "links");
     assert_eq!(
         field(
@@ -562,7 +688,7 @@ fn no_breaker_for_an_order_cancel_or_risk_path_can_be_built_for_a_link() {
 
 #[test]
 fn concurrent_lookups_send_one_probe_per_open_period_and_the_rest_fall_back() {
-    let f = fixture(|b| b);
+    let f = fixture(false);
     f.p.set(1);
     f.chain.lookup("A").unwrap();
     assert_eq!(f.primary.state(), State::Open);
@@ -646,12 +772,22 @@ fn concurrent_lookups_send_one_probe_per_open_period_and_the_rest_fall_back() {
 fn a_lookup_answered_by_a_healthy_primary_allocates_nothing() {
     let (clock, _mock) = clock();
     let (primary, secondary) = (vendor("primary", &clock), vendor("secondary", &clock));
-    let chain: Chain<str, u64, DepError> = Chain::builder("alloc")
+    let chain: Chain<str, u64, DepError, _> = Chain::builder("alloc")
         .provider("primary", &primary, |s: &str| Ok(s.len() as u64))
         .provider("secondary", &secondary, |_: &str| Ok(0))
         .default_value("default", 0)
         .build()
         .unwrap();
+    healthy_lookups_allocate_nothing(&chain, &primary);
+    primary.reset("test", "");
+    // Behind a box, the same.
+    healthy_lookups_allocate_nothing(&chain.boxed(), &primary);
+}
+
+fn healthy_lookups_allocate_nothing<L: FirstLink<str, u64, DepError>>(
+    chain: &Chain<str, u64, DepError, L>,
+    primary: &Breaker,
+) {
     let n = counting_alloc::allocations_per_1000(|| {
         let answer = chain.lookup(std::hint::black_box("EURUSD")).unwrap();
         assert_eq!(*answer.value(), 6);
@@ -668,7 +804,7 @@ fn a_lookup_answered_by_a_healthy_primary_allocates_nothing() {
 #[cfg(feature = "prometheus")]
 #[test]
 fn a_registered_chain_is_scraped_with_answers_and_skips_by_reason() {
-    let f = fixture(|b| b);
+    let f = fixture(false);
     f.chain.lookup("A").unwrap();
     f.p.set(1);
     f.chain.lookup("A").unwrap();

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use fusebox::chain::{Chain, LastGood, Origin, Skip};
 use fusebox::http::{Error, GuardedClient};
-use fusebox::{Breaker, CallPath, State};
+use fusebox::{Breaker, CallError, CallPath, State};
 use http_server::{HttpServer, Reply};
 use quanta::{Clock, Mock};
 
@@ -45,20 +45,18 @@ fn client(name: &str, clock: &Clock, timeout: Duration) -> GuardedClient {
     GuardedClient::new(agent(timeout), breaker).unwrap()
 }
 
-/// A guarded link that GETs `/px/{symbol}` and returns the body.
+/// A guarded link's call: GETs `/px/{symbol}` and returns the body.
 fn vendor(
-    builder: fusebox::chain::ChainBuilder<str, String, Error>,
-    name: &str,
     client: &GuardedClient,
     server: &HttpServer,
-) -> fusebox::chain::ChainBuilder<str, String, Error> {
+) -> impl Fn(&str) -> Result<String, CallError<Error>> + Send + Sync + 'static {
     let base = server.url("/px/");
     let c = client.clone();
-    builder.guarded(name, client.breaker(), move |sym: &str| {
+    move |sym: &str| {
         c.get(format!("{base}{sym}"))
             .call()
             .map(|r| String::from_utf8_lossy(r.body()).into_owned())
-    })
+    }
 }
 
 struct Vendors {
@@ -77,10 +75,9 @@ fn vendors(timeout: Duration) -> Vendors {
     s.reply(Reply::ok("101.30 secondary"));
     let primary = client("primary", &clock, timeout);
     let secondary = client("secondary", &clock, TIMEOUT);
-    let builder = Chain::builder("refdata");
-    let builder = vendor(builder, "primary", &primary, &p);
-    let builder = vendor(builder, "secondary", &secondary, &s);
-    let chain = builder
+    let chain = Chain::builder("refdata")
+        .guarded("primary", primary.breaker(), vendor(&primary, &p))
+        .guarded("secondary", secondary.breaker(), vendor(&secondary, &s))
         .cache(
             "last-good",
             LastGood::new(Duration::from_secs(300)).clock(clock),

@@ -378,7 +378,7 @@ mod over_a_chain {
         let (a, b) = (t.breaker(100), t.breaker(100));
         let calls = Arc::new(Mutex::new(0));
         let counted = Arc::clone(&calls);
-        let chain: Chain<str, u32, DepError> = Chain::builder("c")
+        let chain: Chain<str, u32, DepError, _> = Chain::builder("c")
             .provider("a", &a, move |sym: &str| {
                 let mut n = counted.lock().unwrap();
                 *n += 1;
@@ -409,7 +409,7 @@ mod over_a_chain {
         let _ = fail(&a);
         t.mock.increment(SEC);
         let _ = fail(&b);
-        let chain: Chain<str, u32, DepError> = Chain::builder("c")
+        let chain: Chain<str, u32, DepError, _> = Chain::builder("c")
             .provider("a", &a, |_: &str| Ok(1))
             .provider("b", &b, |_: &str| Ok(2))
             .cache("cache", fusebox::chain::LastGood::new(SEC))

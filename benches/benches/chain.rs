@@ -1,7 +1,9 @@
 //! What a fallback chain costs over calling its first provider's breaker
 //! directly, with the primary closed and answering: paired rounds that
 //! alternate `breaker.call(f)` and `chain.lookup(q)` over the same closure,
-//! for the default and the cheapest breaker configuration.
+//! for the default and the cheapest breaker configuration; the chain as
+//! built (its first provider's closure in its type), then the same chain
+//! boxed (`Chain<str, u64, io::Error>`, the type written in a struct field).
 //!
 //! Run with `cargo bench -p fusebox-benches --bench chain`.
 
@@ -77,30 +79,48 @@ fn paired(a: &dyn Fn(), b: &dyn Fn()) -> (f64, f64, f64, f64, f64, f64) {
     )
 }
 
+fn report(what: &str, (median, q1, q3, fastest, direct, through): (f64, f64, f64, f64, f64, f64)) {
+    println!(
+        "{what}: lookup / breaker.call = {median:.2} (median of {ROUNDS} rounds of {CALLS} \
+         calls; quartiles {q1:.2} to {q3:.2}); fastest rounds {fastest:.2}; breaker.call \
+         median {:.1} ns, lookup median {:.1} ns",
+        direct * 1e9,
+        through * 1e9,
+    );
+}
+
 fn main() {
     for (label, cheapest) in [("default", false), ("cheapest", true)] {
         let primary = breaker("primary", cheapest);
         let secondary = breaker("secondary", cheapest);
-        let chain: Chain<str, u64, io::Error> = Chain::builder("bench")
+        let chain = Chain::builder("bench")
             .provider("primary", &primary, quote)
             .provider("secondary", &secondary, quote)
             .default_value("default", 0)
             .build()
             .expect("valid chain");
-        let (median, q1, q3, fastest, direct, through) = paired(
-            &|| {
-                black_box(primary.call(|| quote(black_box("EURUSD"))).unwrap());
-            },
-            &|| {
-                black_box(*chain.lookup(black_box("EURUSD")).unwrap().value());
-            },
+        report(
+            &format!("chain paired ({label})"),
+            paired(
+                &|| {
+                    black_box(primary.call(|| quote(black_box("EURUSD"))).unwrap());
+                },
+                &|| {
+                    black_box(*chain.lookup(black_box("EURUSD")).unwrap().value());
+                },
+            ),
         );
-        println!(
-            "chain paired ({label}): lookup / breaker.call = {median:.2} (median of {ROUNDS} \
-             rounds of {CALLS} calls; quartiles {q1:.2} to {q3:.2}); fastest rounds \
-             {fastest:.2}; breaker.call median {:.1} ns, lookup median {:.1} ns",
-            direct * 1e9,
-            through * 1e9,
+        let boxed: Chain<str, u64, io::Error> = chain.boxed();
+        report(
+            &format!("boxed chain paired ({label})"),
+            paired(
+                &|| {
+                    black_box(primary.call(|| quote(black_box("EURUSD"))).unwrap());
+                },
+                &|| {
+                    black_box(*boxed.lookup(black_box("EURUSD")).unwrap().value());
+                },
+            ),
         );
     }
 }

@@ -36,7 +36,9 @@ pub struct Answer<T, E> {
     pub(super) link: Inline,
     pub(super) position: usize,
     pub(super) origin: Origin,
-    pub(super) skipped: Vec<Skipped<E>>,
+    /// `None` when no link was skipped: a healthy lookup's answer then
+    /// drops with one check.
+    pub(super) skipped: Option<Vec<Skipped<E>>>,
 }
 
 impl<T, E> Answer<T, E> {
@@ -83,7 +85,7 @@ impl<T, E> Answer<T, E> {
     /// Every link before the one that answered, in order, with the reason
     /// it did not. Empty when the first link answered.
     pub fn skipped(&self) -> &[Skipped<E>] {
-        &self.skipped
+        self.skipped.as_deref().unwrap_or_default()
     }
 }
 

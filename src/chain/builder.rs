@@ -7,9 +7,9 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::link::{Cache, Fixed, Guarded, Provider, Source};
+use super::link::{Boxed, Cache, Fixed, Guarded, Lead, Provider, Source};
 use super::stats::{LinkStats, Stats};
-use super::{Chain, Link};
+use super::{Chain, FirstLink, Link};
 use crate::last_good::LastGood;
 use crate::name::Inline;
 use crate::{Breaker, CallError, ConfigError, IsStdError};
@@ -20,6 +20,12 @@ use crate::{Breaker, CallError, ConfigError, IsStdError};
 /// Nothing is checked until [`build`](Self::build), which names the field
 /// at fault.
 ///
+/// The last type parameter is the chain's first link, as in [`Chain`]:
+/// [`Provider<F>`](super::Provider) when it is a provider,
+/// [`Boxed`](super::Boxed) otherwise (the default, and what
+/// [`boxed`](Self::boxed) makes of either). Before the first link, the
+/// builder is a [`ChainStart`].
+///
 /// # Default
 ///
 /// | setting | default |
@@ -28,8 +34,11 @@ use crate::{Breaker, CallError, ConfigError, IsStdError};
 /// | a deterministic "no" | stops the chain ([`continue_past_no`](Self::continue_past_no) per link) |
 /// | `deadline` | none: every link is tried |
 /// | `clock` | a real `quanta::Clock` (read only with a deadline) |
-pub struct ChainBuilder<Q: ?Sized, T, E> {
+pub struct ChainBuilder<Q: ?Sized, T, E, L = Boxed<Q, T, E>> {
     name: String,
+    /// The first link.
+    lead: L,
+    /// Every link, the first included (whose source is `lead`).
     links: Vec<Pending<Q, T, E>>,
     deadline: Option<Duration>,
     clock: Option<quanta::Clock>,
@@ -40,10 +49,28 @@ pub struct ChainBuilder<Q: ?Sized, T, E> {
 struct Pending<Q: ?Sized, T, E> {
     name: String,
     stop_on_no: bool,
-    source: Box<dyn Source<Q, T, E>>,
+    kind: &'static str,
+    is_cache: bool,
+    /// The breaker in front of the link's provider, if it has one.
+    breaker: Option<Breaker>,
+    /// `None` for the first link, held apart.
+    source: Option<Box<dyn Source<Q, T, E>>>,
 }
 
-impl<Q: ?Sized, T, E> std::fmt::Debug for ChainBuilder<Q, T, E> {
+impl<Q: ?Sized, T, E> Pending<Q, T, E> {
+    fn of(name: String, source: &dyn Source<Q, T, E>) -> Self {
+        Pending {
+            name,
+            stop_on_no: true,
+            kind: source.kind(),
+            is_cache: source.is_cache(),
+            breaker: source.breaker().cloned(),
+            source: None,
+        }
+    }
+}
+
+impl<Q: ?Sized, T, E, L> std::fmt::Debug for ChainBuilder<Q, T, E, L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ChainBuilder")
             .field("name", &self.name)
@@ -60,103 +87,227 @@ impl<Q: ?Sized, T, E> std::fmt::Debug for ChainBuilder<Q, T, E> {
     }
 }
 
-impl<Q: ?Sized + 'static, T: 'static, E: 'static> ChainBuilder<Q, T, E> {
+fn provider<Q, T, E, F>(breaker: &Breaker, f: F) -> Provider<F>
+where
+    Q: ?Sized,
+    F: Fn(&Q) -> Result<T, E> + Send + Sync + 'static,
+    E: IsStdError,
+{
+    Provider {
+        breaker: breaker.clone(),
+        f,
+    }
+}
+
+fn guarded<Q, T, E, F>(breaker: &Breaker, f: F) -> Box<dyn Source<Q, T, E>>
+where
+    Q: ?Sized + 'static,
+    T: 'static,
+    F: Fn(&Q) -> Result<T, CallError<E>> + Send + Sync + 'static,
+    E: StdError + 'static,
+{
+    Box::new(Guarded {
+        breaker: breaker.clone(),
+        f,
+    })
+}
+
+#[cfg(feature = "isolation")]
+fn isolated<Q, T, E, F, J>(isolated: crate::isolation::Isolated, f: F) -> Box<dyn Source<Q, T, E>>
+where
+    Q: ?Sized + 'static,
+    F: Fn(&Q) -> J + Send + Sync + 'static,
+    J: FnOnce() -> Result<T, E> + Send + 'static,
+    T: Send + 'static,
+    E: StdError + Send + 'static,
+{
+    Box::new(super::link::Isolated { isolated, f })
+}
+
+fn cache<Q, K, T, E>(store: LastGood<K, T>) -> Box<dyn Source<Q, T, E>>
+where
+    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
+    K: Borrow<Q> + Hash + Eq + Send + Sync + 'static,
+    T: Clone + Send + Sync + 'static,
+    E: 'static,
+{
+    Box::new(Cache { store })
+}
+
+fn default_value<Q, T, E>(value: T) -> Box<dyn Source<Q, T, E>>
+where
+    Q: ?Sized + 'static,
+    T: Clone + Send + Sync + 'static,
+    E: 'static,
+{
+    Box::new(Fixed { value })
+}
+
+/// The shape of a lookup, for a builder that holds none yet.
+type Lookup<Q, T, E> = fn(&Q) -> Result<T, E>;
+
+/// A [`ChainBuilder`] before its first link, from [`Chain::builder`]:
+/// adding that link sets the chain's type ([`Provider<F>`](super::Provider)
+/// for a provider, [`Boxed`](super::Boxed) for any other link).
+pub struct ChainStart<Q: ?Sized, T, E> {
+    name: String,
+    deadline: Option<Duration>,
+    clock: Option<quanta::Clock>,
+    /// A setter used out of place, reported by `build`.
+    misplaced: Option<&'static str>,
+    kind: std::marker::PhantomData<Lookup<Q, T, E>>,
+}
+
+impl<Q: ?Sized, T, E> std::fmt::Debug for ChainStart<Q, T, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChainStart")
+            .field("name", &self.name)
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<Q: ?Sized + 'static, T: 'static, E: 'static> ChainStart<Q, T, E> {
     pub(super) fn new(name: String) -> Self {
-        ChainBuilder {
+        ChainStart {
             name,
-            links: Vec::new(),
             deadline: None,
             clock: None,
             misplaced: None,
+            kind: std::marker::PhantomData,
         }
     }
 
-    fn push(mut self, name: impl Into<String>, source: Box<dyn Source<Q, T, E>>) -> Self {
-        self.links.push(Pending {
-            name: name.into(),
-            stop_on_no: true,
-            source,
-        });
-        self
+    fn start<L: Lead<Q, T, E>>(self, name: impl Into<String>, lead: L) -> ChainBuilder<Q, T, E, L> {
+        let first = Pending::of(name.into(), lead.source());
+        ChainBuilder {
+            name: self.name,
+            lead,
+            links: vec![first],
+            deadline: self.deadline,
+            clock: self.clock,
+            misplaced: self.misplaced,
+        }
     }
 
-    /// Adds a provider: `f` behind `breaker`, which the chain asks first
-    /// (a refusal skips the link without calling `f`) and tells how the
-    /// call went, judged by the breaker's classifier.
-    pub fn provider<F>(self, name: impl Into<String>, breaker: &Breaker, f: F) -> Self
+    /// Adds a provider as the first link: `f` behind `breaker`, as every
+    /// later [`provider`](ChainBuilder::provider). The chain carries `f`'s
+    /// type ([`Provider<F>`](super::Provider)), so that a healthy lookup
+    /// is `breaker.call(f)` inlined and one count.
+    pub fn provider<F>(
+        self,
+        name: impl Into<String>,
+        breaker: &Breaker,
+        f: F,
+    ) -> ChainBuilder<Q, T, E, Provider<F>>
     where
         F: Fn(&Q) -> Result<T, E> + Send + Sync + 'static,
         E: IsStdError,
     {
-        let source = Provider {
-            breaker: breaker.clone(),
-            f,
-        };
-        self.push(name, Box::new(source))
+        self.start(name, provider(breaker, f))
     }
 
-    /// Adds a link whose call goes through `breaker` by itself: a
-    /// [`GuardedClient`](crate::http::GuardedClient) request, a
-    /// [`Decorated`](crate::Decorated) call. `f` must call through that
-    /// breaker: a refusal (`CallError::Rejected`) skips the link, and a
-    /// failure is judged by the breaker's classifier to tell a
-    /// deterministic "no" (an HTTP 404) from an outage.
-    pub fn guarded<F>(self, name: impl Into<String>, breaker: &Breaker, f: F) -> Self
+    /// Adds a call that goes through `breaker` by itself as the first
+    /// link; see [`guarded`](ChainBuilder::guarded) after the first.
+    pub fn guarded<F>(
+        self,
+        name: impl Into<String>,
+        breaker: &Breaker,
+        f: F,
+    ) -> ChainBuilder<Q, T, E>
     where
         F: Fn(&Q) -> Result<T, CallError<E>> + Send + Sync + 'static,
         E: StdError,
     {
-        let source = Guarded {
-            breaker: breaker.clone(),
-            f,
-        };
-        self.push(name, Box::new(source))
+        self.start(name, Boxed(guarded(breaker, f)))
     }
 
-    /// Adds a provider behind an [`Isolated`](crate::isolation::Isolated):
-    /// its breaker, then its bulkhead (a full one skips the link with
-    /// [`Skip::Full`](super::Skip::Full)), then its deadline pool (a call
-    /// abandoned at the deadline skips it with
-    /// [`Skip::TimedOut`](super::Skip::TimedOut)). `f` makes the call to
-    /// run, owning what it needs from the query.
+    /// Adds a provider behind an [`Isolated`](crate::isolation::Isolated)
+    /// as the first link; see [`isolated`](ChainBuilder::isolated) after
+    /// the first.
     #[cfg(feature = "isolation")]
     pub fn isolated<F, J>(
         self,
         name: impl Into<String>,
         isolated: crate::isolation::Isolated,
         f: F,
-    ) -> Self
+    ) -> ChainBuilder<Q, T, E>
     where
         F: Fn(&Q) -> J + Send + Sync + 'static,
         J: FnOnce() -> Result<T, E> + Send + 'static,
         T: Send,
         E: StdError + Send,
     {
-        let source = super::link::Isolated { isolated, f };
-        self.push(name, Box::new(source))
+        self.start(name, Boxed(self::isolated(isolated, f)))
     }
 
-    /// Adds a last-known-good cache: every provider's fresh answer is filed
-    /// in `store` (whatever its place in the chain), and this link serves
-    /// it, with its age, while younger than the store's `max_staleness`.
-    pub fn cache<K>(self, name: impl Into<String>, store: LastGood<K, T>) -> Self
+    /// Adds a last-known-good cache as the first link; see
+    /// [`cache`](ChainBuilder::cache) after the first.
+    pub fn cache<K>(self, name: impl Into<String>, store: LastGood<K, T>) -> ChainBuilder<Q, T, E>
     where
         Q: Hash + Eq + ToOwned<Owned = K>,
         K: Borrow<Q> + Hash + Eq + Send + Sync + 'static,
         T: Clone + Send + Sync,
     {
-        self.push(name, Box::new(Cache { store }))
+        self.start(name, Boxed(cache(store)))
     }
 
-    /// Adds a static default, the last link: it always answers with a
-    /// clone of `value`, marked [`Origin::Default`](super::Origin::Default).
-    pub fn default_value(self, name: impl Into<String>, value: T) -> Self
+    /// Adds a static default as the first (and so the only) link; see
+    /// [`default_value`](ChainBuilder::default_value) after the first.
+    pub fn default_value(self, name: impl Into<String>, value: T) -> ChainBuilder<Q, T, E>
     where
         T: Clone + Send + Sync,
     {
-        self.push(name, Box::new(Fixed { value }))
+        self.start(name, Boxed(default_value(value)))
     }
 
+    /// Nothing to go on past: `build` reports `continue_past_no`.
+    pub fn continue_past_no(mut self) -> Self {
+        self.misplaced = Some("continue_past_no");
+        self
+    }
+
+    /// See [`ChainBuilder::deadline`].
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// See [`ChainBuilder::clock`].
+    pub fn clock(mut self, clock: quanta::Clock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// Fails: a chain needs a link.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] naming `name` when the chain's name breaks the rules
+    /// of a breaker's name, `continue_past_no` when it was called, and
+    /// otherwise `links`.
+    pub fn build(self) -> Result<Chain<Q, T, E>, ConfigError> {
+        crate::name::check(&self.name)?;
+        if let Some(field) = self.misplaced {
+            return Err(misplaced(field));
+        }
+        Err(ConfigError::Missing {
+            field: "links",
+            why: "a chain needs at least one link to try",
+        })
+    }
+}
+
+fn misplaced(field: &'static str) -> ConfigError {
+    ConfigError::Invalid {
+        field,
+        rule: "must follow a link with a breaker (provider, guarded or isolated)",
+        value: String::new(),
+    }
+}
+
+/// Settings.
+impl<Q: ?Sized, T, E, L> ChainBuilder<Q, T, E, L> {
     /// The link added last goes on to the next link after a deterministic
     /// "no" (recorded as [`Skip::Declined`](super::Skip::Declined)),
     /// instead of ending the lookup with it. Only for a source that may
@@ -165,7 +316,7 @@ impl<Q: ?Sized + 'static, T: 'static, E: 'static> ChainBuilder<Q, T, E> {
     /// paper over a delisting.
     pub fn continue_past_no(mut self) -> Self {
         match self.links.last_mut() {
-            Some(link) if link.source.breaker().is_some() => link.stop_on_no = false,
+            Some(link) if link.breaker.is_some() => link.stop_on_no = false,
             _ => self.misplaced = Some("continue_past_no"),
         }
         self
@@ -187,6 +338,106 @@ impl<Q: ?Sized + 'static, T: 'static, E: 'static> ChainBuilder<Q, T, E> {
         self.clock = Some(clock);
         self
     }
+}
+
+/// Links after the first, and the chain.
+impl<Q, T, E, L> ChainBuilder<Q, T, E, L>
+where
+    Q: ?Sized + 'static,
+    T: 'static,
+    E: 'static,
+    L: FirstLink<Q, T, E>,
+{
+    fn push(mut self, name: impl Into<String>, source: Box<dyn Source<Q, T, E>>) -> Self {
+        let mut link = Pending::of(name.into(), &*source);
+        link.source = Some(source);
+        self.links.push(link);
+        self
+    }
+
+    /// Adds a provider: `f` behind `breaker`, which the chain asks first
+    /// (a refusal skips the link without calling `f`) and tells how the
+    /// call went, judged by the breaker's classifier.
+    pub fn provider<F>(self, name: impl Into<String>, breaker: &Breaker, f: F) -> Self
+    where
+        F: Fn(&Q) -> Result<T, E> + Send + Sync + 'static,
+        E: IsStdError,
+    {
+        self.push(name, Box::new(provider(breaker, f)))
+    }
+
+    /// Adds a link whose call goes through `breaker` by itself: a
+    /// [`GuardedClient`](crate::http::GuardedClient) request, a
+    /// [`Decorated`](crate::Decorated) call. `f` must call through that
+    /// breaker: a refusal (`CallError::Rejected`) skips the link, and a
+    /// failure is judged by the breaker's classifier to tell a
+    /// deterministic "no" (an HTTP 404) from an outage.
+    pub fn guarded<F>(self, name: impl Into<String>, breaker: &Breaker, f: F) -> Self
+    where
+        F: Fn(&Q) -> Result<T, CallError<E>> + Send + Sync + 'static,
+        E: StdError,
+    {
+        self.push(name, guarded(breaker, f))
+    }
+
+    /// Adds a provider behind an [`Isolated`](crate::isolation::Isolated):
+    /// its breaker, then its bulkhead (a full one skips the link with
+    /// [`Skip::Full`](super::Skip::Full)), then its deadline pool (a call
+    /// abandoned at the deadline skips it with
+    /// [`Skip::TimedOut`](super::Skip::TimedOut)). `f` makes the call to
+    /// run, owning what it needs from the query.
+    #[cfg(feature = "isolation")]
+    pub fn isolated<F, J>(
+        self,
+        name: impl Into<String>,
+        isolated: crate::isolation::Isolated,
+        f: F,
+    ) -> Self
+    where
+        F: Fn(&Q) -> J + Send + Sync + 'static,
+        J: FnOnce() -> Result<T, E> + Send + 'static,
+        T: Send,
+        E: StdError + Send,
+    {
+        self.push(name, self::isolated(isolated, f))
+    }
+
+    /// Adds a last-known-good cache: every provider's fresh answer is filed
+    /// in `store` (whatever its place in the chain), and this link serves
+    /// it, with its age, while younger than the store's `max_staleness`.
+    pub fn cache<K>(self, name: impl Into<String>, store: LastGood<K, T>) -> Self
+    where
+        Q: Hash + Eq + ToOwned<Owned = K>,
+        K: Borrow<Q> + Hash + Eq + Send + Sync + 'static,
+        T: Clone + Send + Sync,
+    {
+        self.push(name, cache(store))
+    }
+
+    /// Adds a static default, the last link: it always answers with a
+    /// clone of `value`, marked [`Origin::Default`](super::Origin::Default).
+    pub fn default_value(self, name: impl Into<String>, value: T) -> Self
+    where
+        T: Clone + Send + Sync,
+    {
+        self.push(name, default_value(value))
+    }
+
+    /// The same builder with its first link behind a box, for a chain
+    /// whose type is written without it (see [`Chain::boxed`]).
+    pub fn boxed(self) -> ChainBuilder<Q, T, E>
+    where
+        L: 'static,
+    {
+        ChainBuilder {
+            name: self.name,
+            lead: self.lead.into_boxed(),
+            links: self.links,
+            deadline: self.deadline,
+            clock: self.clock,
+            misplaced: self.misplaced,
+        }
+    }
 
     /// Checks the chain and builds it.
     ///
@@ -200,20 +451,10 @@ impl<Q: ?Sized + 'static, T: 'static, E: 'static> ChainBuilder<Q, T, E> {
     /// and [`ConfigError::ForbiddenCallPath`] when a link's breaker is
     /// declared for an order, cancel, kill-switch or risk-check path (a
     /// chain is a fallback, and those paths must not have one).
-    pub fn build(self) -> Result<Chain<Q, T, E>, ConfigError> {
+    pub fn build(self) -> Result<Chain<Q, T, E, L>, ConfigError> {
         crate::name::check(&self.name)?;
         if let Some(field) = self.misplaced {
-            return Err(ConfigError::Invalid {
-                field,
-                rule: "must follow a link with a breaker (provider, guarded or isolated)",
-                value: String::new(),
-            });
-        }
-        if self.links.is_empty() {
-            return Err(ConfigError::Missing {
-                field: "links",
-                why: "a chain needs at least one link to try",
-            });
+            return Err(misplaced(field));
         }
         if self.deadline.is_some_and(|d| d.is_zero()) {
             return Err(ConfigError::Invalid {
@@ -238,13 +479,13 @@ impl<Q: ?Sized + 'static, T: 'static, E: 'static> ChainBuilder<Q, T, E> {
                     value: format!("{:?}", link.name),
                 });
             }
-            if let Some(breaker) = link.source.breaker() {
+            if let Some(breaker) = &link.breaker {
                 let path = breaker.call_path();
                 if let Some(why) = path.refusal() {
                     return Err(ConfigError::ForbiddenCallPath { path, why });
                 }
             }
-            if link.source.kind() == "default" && i + 1 < self.links.len() {
+            if link.kind == "default" && i + 1 < self.links.len() {
                 return Err(ConfigError::Invalid {
                     field: "default_value",
                     rule: "must be the chain's last link: the links after it are never tried",
@@ -252,27 +493,36 @@ impl<Q: ?Sized + 'static, T: 'static, E: 'static> ChainBuilder<Q, T, E> {
                 });
             }
         }
+        let links: Box<[LinkStats]> = self
+            .links
+            .iter()
+            .map(|l| LinkStats::new(Inline::new(&l.name), l.kind))
+            .collect();
+        let answers = Arc::clone(&links[0].answers);
         let stats = Stats {
             name: Inline::new(&self.name),
-            links: self
-                .links
-                .iter()
-                .map(|l| LinkStats::new(Inline::new(&l.name), l.source.kind()))
-                .collect(),
+            links,
             exhausted: AtomicU64::new(0),
         };
-        let has_cache = self.links.iter().any(|l| l.source.is_cache());
+        let has_cache = self.links.iter().any(|l| l.is_cache);
+        let first = Inline::new(&self.links[0].name);
         let links = self
             .links
             .into_iter()
             .map(|l| Link {
                 name: Inline::new(&l.name),
                 stop_on_no: l.stop_on_no,
-                calls_out: l.source.breaker().is_some(),
+                calls_out: l.breaker.is_some(),
+                kind: l.kind,
+                is_cache: l.is_cache,
                 source: l.source,
             })
             .collect();
         Ok(Chain {
+            lead: self.lead,
+            plain: !has_cache && self.deadline.is_none(),
+            answers,
+            first,
             links,
             has_cache,
             deadline: self.deadline,

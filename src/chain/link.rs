@@ -1,19 +1,28 @@
 //! The kinds of link a chain holds, behind one trait: a provider behind its
 //! breaker, a call that goes through a breaker itself (a guarded HTTP
 //! client), an isolated call, a last-known-good cache, a static default.
+//!
+//! A chain holds its first link apart, as a [`Lead`]: a [`Provider`] whose
+//! closure's type the chain carries, so that a healthy lookup is the
+//! provider's guarded call inlined, or any link [`Boxed`].
 
 use std::borrow::Borrow;
 use std::error::Error as StdError;
 use std::hash::Hash;
 use std::time::Duration;
 
+use super::answer::{Answer, LookupError};
 use super::skip::Skip;
 use super::Chain;
 use crate::last_good::{Kept, LastGood};
 use crate::{Breaker, CallError, ErrorView, IsStdError, Rejected, Verdict};
 
 /// What one link made of a lookup.
-pub(super) enum Outcome<T, E> {
+///
+/// Nominally public, as [`Lead`]'s methods name it; not reachable from
+/// outside the crate.
+#[derive(Debug)]
+pub enum Outcome<T, E> {
     /// A provider's answer.
     Fresh(T),
     /// A cache's answer, filed this long ago.
@@ -27,22 +36,20 @@ pub(super) enum Outcome<T, E> {
 }
 
 /// One link, whatever its kind.
-pub(super) trait Source<Q: ?Sized, T, E>: Send + Sync {
+///
+/// Nominally public, as [`Lead`]'s methods name it; not reachable from
+/// outside the crate.
+pub trait Source<Q: ?Sized, T, E>: Send + Sync {
     /// Answers `query`, or says why not.
     fn ask(&self, query: &Q) -> Outcome<T, E>;
 
-    /// The healthy path of a lookup of `chain`, whose first link this is:
-    /// the value, when this link answers it fresh at once (counted, and
-    /// filed in the chain's caches). Otherwise `None`, with the link's
-    /// outcome in `outcome` if it was asked; the chain then walks its
-    /// links. By default, asks nothing.
+    /// The healthy path of a lookup whose first link this is, in a chain
+    /// without a deadline or a cache: the value, when this link answers
+    /// it fresh at once. Otherwise `None`, with the link's outcome in
+    /// `outcome` if it was asked; the chain then walks its links. By
+    /// default, asks nothing.
     #[inline]
-    fn lead(
-        &self,
-        _chain: &Chain<Q, T, E>,
-        _query: &Q,
-        _outcome: &mut Option<Outcome<T, E>>,
-    ) -> Option<T> {
+    fn lead(&self, _query: &Q, _outcome: &mut Option<Outcome<T, E>>) -> Option<T> {
         None
     }
 
@@ -86,10 +93,36 @@ fn failed<T, E: StdError + 'static>(breaker: &Breaker, err: E) -> Outcome<T, E> 
     }
 }
 
-/// A closure behind its own breaker.
-pub(super) struct Provider<F> {
+/// A chain's first link when it is a provider
+/// ([`ChainBuilder::provider`](super::ChainBuilder::provider) called first):
+/// the closure `F` behind its own breaker, its type carried by the chain so
+/// that a healthy lookup inlines the breaker's call and the closure, as
+/// `breaker.call(f)` does.
+///
+/// Also every later provider link, behind a box.
+pub struct Provider<F> {
     pub(super) breaker: Breaker,
     pub(super) f: F,
+}
+
+impl<F> std::fmt::Debug for Provider<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Provider")
+            .field("breaker", &self.breaker.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F> Provider<F> {
+    /// A failed or refused call of the first link, classified: out of
+    /// line, off the healthy path.
+    #[inline(never)]
+    fn after<T, E: IsStdError>(&self, err: CallError<E>) -> Outcome<T, E> {
+        match err {
+            CallError::Rejected(refused) => Outcome::Skip(Skip::Refused(refused)),
+            CallError::Failed(err) => failed(&self.breaker, err),
+        }
+    }
 }
 
 impl<Q, T, E, F> Source<Q, T, E> for Provider<F>
@@ -111,27 +144,12 @@ where
         }
     }
 
-    /// The breaker's call and the closure, inlined: one dynamic call
-    /// for a healthy lookup. A chain with a deadline reads the clock before
-    /// its first link is asked, so its walk asks.
+    /// The breaker's call and the closure, inlined: behind a box, one
+    /// dynamic call for a healthy lookup.
     #[inline]
-    fn lead(
-        &self,
-        chain: &Chain<Q, T, E>,
-        query: &Q,
-        outcome: &mut Option<Outcome<T, E>>,
-    ) -> Option<T> {
-        if chain.deadline.is_some() {
-            return None;
-        }
+    fn lead(&self, query: &Q, outcome: &mut Option<Outcome<T, E>>) -> Option<T> {
         *outcome = Some(match self.breaker.call(|| (self.f)(query)) {
-            Ok(value) => {
-                if chain.has_cache {
-                    chain.file(query, &value);
-                }
-                chain.answered_first();
-                return Some(value);
-            }
+            Ok(value) => return Some(value),
             Err(CallError::Rejected(refused)) => Outcome::Skip(Skip::Refused(refused)),
             Err(CallError::Failed(err)) => failed(&self.breaker, err),
         });
@@ -144,6 +162,109 @@ where
 
     fn kind(&self) -> &'static str {
         "provider"
+    }
+}
+
+/// A chain's first link as its chain holds it.
+///
+/// Nominally public, as the bound of [`FirstLink`](super::FirstLink), which
+/// seals it; not reachable from outside the crate.
+pub trait Lead<Q: ?Sized, T, E>: Send + Sync + Sized {
+    /// The healthy path of a lookup in a chain without a deadline or a
+    /// cache: the first link asked, and on its fresh answer that answer,
+    /// counted; anything else walks the chain.
+    fn lookup(
+        &self,
+        chain: &Chain<Q, T, E, Self>,
+        query: &Q,
+    ) -> Result<Answer<T, E>, LookupError<E>>;
+
+    /// The link, for the walk over the chain's links.
+    fn source(&self) -> &dyn Source<Q, T, E>;
+
+    /// The link behind a box.
+    fn into_boxed(self) -> Boxed<Q, T, E>
+    where
+        Self: 'static;
+}
+
+impl<Q, T, E, F> Lead<Q, T, E> for Provider<F>
+where
+    Q: ?Sized,
+    T: 'static,
+    E: IsStdError,
+    F: Fn(&Q) -> Result<T, E> + Send + Sync,
+{
+    /// `breaker.call(f)`, inlined with the closure, then one increment of
+    /// a counter this thread owns; everything else out of line.
+    #[inline(always)]
+    fn lookup(
+        &self,
+        chain: &Chain<Q, T, E, Self>,
+        query: &Q,
+    ) -> Result<Answer<T, E>, LookupError<E>> {
+        match self.breaker.call(|| (self.f)(query)) {
+            Ok(value) => Ok(chain.answered_first(value)),
+            Err(err) => chain.rest(query, Some(self.after(err))),
+        }
+    }
+
+    fn source(&self) -> &dyn Source<Q, T, E> {
+        self
+    }
+
+    fn into_boxed(self) -> Boxed<Q, T, E>
+    where
+        Self: 'static,
+    {
+        Boxed(Box::new(self))
+    }
+}
+
+/// A chain's first link behind a box, whatever its kind: the first link of
+/// a chain whose type is written without it (`Chain<str, f64, io::Error>`,
+/// in a struct field), of a chain led by a cache, a default, a guarded or an
+/// isolated call, and of [`Chain::boxed`](super::Chain::boxed).
+///
+/// A healthy lookup led by a boxed provider makes one dynamic call more
+/// than one led by a [`Provider`] (`docs/performance.md` has both).
+pub struct Boxed<Q: ?Sized, T, E>(pub(super) Box<dyn Source<Q, T, E>>);
+
+impl<Q: ?Sized, T, E> std::fmt::Debug for Boxed<Q, T, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Boxed").field(&self.0.kind()).finish()
+    }
+}
+
+impl<Q: ?Sized, T, E> Lead<Q, T, E> for Boxed<Q, T, E> {
+    /// One call through the box: a provider link answers there on its
+    /// healthy path and hands the value back in registers, so that the
+    /// answer is built here, where the caller may keep it out of memory.
+    #[inline]
+    fn lookup(
+        &self,
+        chain: &Chain<Q, T, E, Self>,
+        query: &Q,
+    ) -> Result<Answer<T, E>, LookupError<E>> {
+        let mut outcome = None;
+        match self.0.lead(query, &mut outcome) {
+            Some(value) => {
+                // A link that answers leaves `outcome` empty: nothing to
+                // drop, and no check of it on the healthy path.
+                debug_assert!(outcome.is_none());
+                std::mem::forget(outcome);
+                Ok(chain.answered_first(value))
+            }
+            None => chain.rest(query, outcome),
+        }
+    }
+
+    fn source(&self) -> &dyn Source<Q, T, E> {
+        &*self.0
+    }
+
+    fn into_boxed(self) -> Boxed<Q, T, E> {
+        self
     }
 }
 

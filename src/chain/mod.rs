@@ -68,12 +68,19 @@
 //! # Cost
 //!
 //! With the first link's breaker closed and its provider answering, a
-//! lookup is that provider's guarded call, one indirect call and one
-//! increment of a striped counter: no lock, no clock read (without a
-//! deadline), no allocation. A skipped link allocates the list of skips
+//! lookup is that provider's guarded call, inlined with its closure as
+//! `breaker.call(f)` is, and one increment of a counter the thread owns:
+//! no lock, no clock read (without a deadline), no allocation. That is for
+//! a chain whose first link is a provider and whose type carries that
+//! provider's closure, as [`ChainStart::provider`] and
+//! [`ChainBuilder::build`] make it (`Chain<Q, T, E, Provider<F>>`). A chain
+//! whose type is written out in a struct field, `Chain<Q, T, E>`, holds its
+//! first link behind a box ([`Chain::boxed`]): one indirect call more per
+//! lookup. A chain with a cache link or a deadline walks its links from
+//! the first on every lookup. A skipped link allocates the list of skips
 //! once (a `Vec` grown on the first skip). With a cache link, each fresh
 //! answer is filed: one lock round trip and a clone of the answer.
-//! `docs/performance.md` has the measured ratio.
+//! `docs/performance.md` has the measured ratios.
 
 mod answer;
 mod builder;
@@ -88,22 +95,70 @@ use std::time::Duration;
 
 pub use crate::last_good::{Kept, LastGood};
 pub use answer::{Answer, LookupError, Origin};
-pub use builder::ChainBuilder;
+pub use builder::{ChainBuilder, ChainStart};
+pub use link::{Boxed, Provider};
 pub use skip::{Skip, Skipped, REASONS};
 pub use stats::{ChainSnapshot, ChainStats, LinkSnapshot};
 
 use answer::Declined;
-use link::{Outcome, Source};
+use link::{Lead, Outcome, Source};
 use stats::Stats;
 
+use crate::counter::Counter;
 use crate::name::Inline;
 
 /// An ordered chain of providers for one kind of lookup: queries `Q`
-/// (`str` for a symbol), answers `T`, provider errors `E`.
+/// (`str` for a symbol), answers `T`, provider errors `E`; `L` is the first
+/// link, as the chain holds it.
 ///
 /// Built with [`Chain::builder`]; see the [module docs](self). `Send` and
 /// `Sync`: share one chain between threads behind an `Arc`.
-pub struct Chain<Q: ?Sized, T, E> {
+///
+/// # The first link's type
+///
+/// A chain whose first link is a provider is built as a
+/// `Chain<Q, T, E, Provider<F>>`, `F` being that provider's closure: a
+/// healthy lookup then inlines the breaker's call and the closure, as
+/// `breaker.call(f)` does. A closure's type has no name, so where a chain's
+/// type is written out (a struct field), write `Chain<Q, T, E>`: its first
+/// link is [`Boxed`], which [`boxed`](Self::boxed) (or
+/// [`ChainBuilder::boxed`]) makes of any chain, at the cost of one indirect
+/// call per lookup. A chain led by anything but a provider is `Boxed` from
+/// the start. Code generic over both takes `L: FirstLink<Q, T, E>`.
+///
+/// ```
+/// use fusebox::chain::Chain;
+/// use fusebox::{Breaker, CallPath, Classifier};
+/// use std::io;
+///
+/// struct Pricer {
+///     chain: Chain<str, f64, io::Error>,
+/// }
+///
+/// let vendor = Breaker::builder("vendor")
+///     .call_path(CallPath::ReferenceData)
+///     .classifier(Classifier::every_error_is_a_failure())
+///     .build()?;
+/// let chain = Chain::builder("price")
+///     .provider("vendor", &vendor, |_sym: &str| Ok::<_, io::Error>(101.25))
+///     .default_value("default", 0.0)
+///     .build()?;
+/// assert_eq!(*chain.lookup("AAPL").unwrap().value(), 101.25);
+/// let pricer = Pricer { chain: chain.boxed() };
+/// assert_eq!(*pricer.chain.lookup("AAPL").unwrap().value(), 101.25);
+/// # Ok::<(), fusebox::ConfigError>(())
+/// ```
+pub struct Chain<Q: ?Sized, T, E, L = Boxed<Q, T, E>> {
+    /// The first link; `links[0]` has its name and no source.
+    lead: L,
+    /// No deadline and no cache: a lookup asks the first link at once and
+    /// ends with its fresh answer.
+    plain: bool,
+    /// The first link's answers (also in `stats`), counted without going
+    /// through the stats.
+    answers: Arc<Counter>,
+    /// The first link's name, for its answers.
+    first: Inline,
     links: Box<[Link<Q, T, E>]>,
     has_cache: bool,
     deadline: Option<Duration>,
@@ -111,24 +166,34 @@ pub struct Chain<Q: ?Sized, T, E> {
     stats: Arc<Stats>,
 }
 
+/// What a chain's first link can be: a [`Provider`] or [`Boxed`]. Sealed:
+/// for code generic over a chain's type, `Chain<Q, T, E, L>` with
+/// `L: FirstLink<Q, T, E>`.
+pub trait FirstLink<Q: ?Sized, T, E>: Lead<Q, T, E> {}
+
+impl<Q: ?Sized, T, E, L: Lead<Q, T, E>> FirstLink<Q, T, E> for L {}
+
 struct Link<Q: ?Sized, T, E> {
     name: Inline,
     stop_on_no: bool,
     /// Whether the link calls a provider (and so is subject to the
     /// deadline); caches and defaults answer locally.
     calls_out: bool,
-    source: Box<dyn Source<Q, T, E>>,
+    kind: &'static str,
+    is_cache: bool,
+    /// `None` for the first link, which the chain holds apart.
+    source: Option<Box<dyn Source<Q, T, E>>>,
 }
 
 impl<Q: ?Sized + 'static, T: 'static, E: 'static> Chain<Q, T, E> {
     /// Starts building a chain called `name` (in metrics and errors; the
     /// rules of a breaker's name).
-    pub fn builder(name: impl Into<String>) -> ChainBuilder<Q, T, E> {
-        ChainBuilder::new(name.into())
+    pub fn builder(name: impl Into<String>) -> ChainStart<Q, T, E> {
+        ChainStart::new(name.into())
     }
 }
 
-impl<Q: ?Sized, T, E> Chain<Q, T, E> {
+impl<Q: ?Sized, T, E, L> Chain<Q, T, E, L> {
     /// The chain's name.
     pub fn name(&self) -> &str {
         self.stats.name.as_str()
@@ -139,6 +204,18 @@ impl<Q: ?Sized, T, E> Chain<Q, T, E> {
         self.links.iter().map(|l| l.name.as_str())
     }
 
+    /// The chain's counters, to hand to a registry or read later.
+    pub fn stats(&self) -> ChainStats {
+        ChainStats(Arc::clone(&self.stats))
+    }
+
+    /// Answers and skips so far, per link.
+    pub fn snapshot(&self) -> ChainSnapshot {
+        self.stats().snapshot()
+    }
+}
+
+impl<Q: ?Sized, T, E, L: FirstLink<Q, T, E>> Chain<Q, T, E, L> {
     /// Answers `query` from the first link that can; see the
     /// [module docs](self) for the rules.
     ///
@@ -149,40 +226,87 @@ impl<Q: ?Sized, T, E> Chain<Q, T, E> {
     /// why.
     #[inline]
     pub fn lookup(&self, query: &Q) -> Result<Answer<T, E>, LookupError<E>> {
-        // One call through the first link's box. A provider link answers
-        // there on its healthy path (its breaker's call and its closure
-        // inlined, the answer counted) and hands the value back in
-        // registers, so that the answer is built here, where the caller
-        // may keep it out of memory. Anything else goes to `walk`.
-        let first = &self.links[0];
-        let mut outcome = None;
-        match first.source.lead(self, query, &mut outcome) {
-            Some(value) => {
-                // A link that answers leaves `outcome` empty: nothing to
-                // drop, and no check of it on the healthy path.
-                debug_assert!(outcome.is_none());
-                std::mem::forget(outcome);
-                Ok(Answer {
-                    value,
-                    link: first.name,
-                    position: 0,
-                    origin: Origin::Provider,
-                    skipped: Vec::new(),
-                })
-            }
-            None => self.walk(query, outcome),
+        if self.plain {
+            self.lead.lookup(self, query)
+        } else {
+            self.rest(query, None)
         }
     }
 
-    /// Counts an answer of the first link given on its healthy path.
+    /// The same chain with its first link behind a box: a type that can be
+    /// written out, `Chain<Q, T, E>`, for one indirect call more per
+    /// lookup. Answers, counters and breakers are the same.
+    pub fn boxed(self) -> Chain<Q, T, E>
+    where
+        L: 'static,
+    {
+        Chain {
+            lead: self.lead.into_boxed(),
+            plain: self.plain,
+            answers: self.answers,
+            first: self.first,
+            links: self.links,
+            has_cache: self.has_cache,
+            deadline: self.deadline,
+            clock: self.clock,
+            stats: self.stats,
+        }
+    }
+
+    /// The fresh answer of the first link, counted.
     #[inline(always)]
-    fn answered_first(&self) {
-        self.stats.links[0].answers.add_one();
+    pub(super) fn answered_first(&self, value: T) -> Answer<T, E> {
+        self.answers.add_one();
+        Answer {
+            value,
+            link: self.first,
+            position: 0,
+            origin: Origin::Provider,
+            skipped: None,
+        }
+    }
+
+    /// [`walk`](Self::walk), its result handed back through a slot of its
+    /// own rather than as the return value. The caller's result is then not
+    /// one that an out-of-line function writes through a pointer, so the
+    /// compiler can keep a healthy lookup's answer in registers instead of
+    /// storing all of it to read it back where the two paths meet.
+    #[inline(always)]
+    pub(super) fn rest(
+        &self,
+        query: &Q,
+        first: Option<Outcome<T, E>>,
+    ) -> Result<Answer<T, E>, LookupError<E>> {
+        let mut out = None;
+        self.walk_into(query, first, &mut out);
+        match out {
+            Some(result) => result,
+            None => unreachable!("`walk_into` always sets its result"),
+        }
+    }
+
+    /// The walk, out of line, off the healthy path.
+    #[inline(never)]
+    fn walk_into(
+        &self,
+        query: &Q,
+        first: Option<Outcome<T, E>>,
+        out: &mut Option<Result<Answer<T, E>, LookupError<E>>>,
+    ) {
+        *out = Some(self.walk(query, first));
+    }
+
+    /// The link at `position`.
+    fn source(&self, position: usize) -> &dyn Source<Q, T, E> {
+        match &self.links[position].source {
+            Some(source) => &**source,
+            None => self.lead.source(),
+        }
     }
 
     /// Tries the links in order from the first, whose outcome is `first`
     /// when it has been asked already (in a chain without a deadline).
-    #[inline(never)]
+    #[inline]
     fn walk(
         &self,
         query: &Q,
@@ -207,7 +331,7 @@ impl<Q: ?Sized, T, E> Chain<Q, T, E> {
             }
             let outcome = match first.take() {
                 Some(outcome) => outcome,
-                None => link.source.ask(query),
+                None => self.source(position).ask(query),
             };
             let (value, origin) = match outcome {
                 Outcome::Fresh(value) => {
@@ -245,7 +369,7 @@ impl<Q: ?Sized, T, E> Chain<Q, T, E> {
                 link: link.name,
                 position,
                 origin,
-                skipped,
+                skipped: (!skipped.is_empty()).then_some(skipped),
             });
         }
         self.stats.exhausted.fetch_add(1, Ordering::Relaxed);
@@ -271,23 +395,15 @@ impl<Q: ?Sized, T, E> Chain<Q, T, E> {
     /// Files a fresh answer in every cache link.
     #[inline(never)]
     fn file(&self, query: &Q, value: &T) {
-        for link in self.links.iter().filter(|l| l.source.is_cache()) {
-            link.source.file(query, value);
+        for (position, link) in self.links.iter().enumerate() {
+            if link.is_cache {
+                self.source(position).file(query, value);
+            }
         }
-    }
-
-    /// The chain's counters, to hand to a registry or read later.
-    pub fn stats(&self) -> ChainStats {
-        ChainStats(Arc::clone(&self.stats))
-    }
-
-    /// Answers and skips so far, per link.
-    pub fn snapshot(&self) -> ChainSnapshot {
-        self.stats().snapshot()
     }
 }
 
-impl<Q: ?Sized, T, E> fmt::Debug for Chain<Q, T, E> {
+impl<Q: ?Sized, T, E, L> fmt::Debug for Chain<Q, T, E, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Chain")
             .field("name", &self.name())
@@ -296,7 +412,7 @@ impl<Q: ?Sized, T, E> fmt::Debug for Chain<Q, T, E> {
                 &self
                     .links
                     .iter()
-                    .map(|l| (l.name.as_str(), l.source.kind()))
+                    .map(|l| (l.name.as_str(), l.kind))
                     .collect::<Vec<_>>(),
             )
             .field("deadline", &self.deadline)

@@ -180,13 +180,14 @@ impl RetryPolicy {
     ///
     /// [`RetryError`] with the last lookup's [`LookupError`](crate::chain::LookupError).
     #[cfg(feature = "chain")]
-    pub fn lookup<Q, T, E>(
+    pub fn lookup<Q, T, E, L>(
         &self,
-        chain: &crate::chain::Chain<Q, T, E>,
+        chain: &crate::chain::Chain<Q, T, E, L>,
         query: &Q,
     ) -> Result<crate::chain::Answer<T, E>, RetryError<crate::chain::LookupError<E>>>
     where
         Q: ?Sized,
+        L: crate::chain::FirstLink<Q, T, E>,
     {
         self.run(|| match chain.lookup(query) {
             Ok(answer) => Step::Done(answer),
