@@ -54,11 +54,13 @@ impl Time {
     /// Reads `clock`, or quanta's monotonic clock when none is injected.
     pub(crate) fn new(clock: Option<quanta::Clock>) -> Self {
         #[cfg(all(feature = "coarse-clock", target_os = "linux"))]
-        let coarse = match clock {
-            Some(_) => None,
-            None => Coarse::probe(),
-        };
+        let injected = clock.is_some();
         let clock = clock.unwrap_or_else(monotonic);
+        #[cfg(all(feature = "coarse-clock", target_os = "linux"))]
+        let coarse = match injected {
+            true => None,
+            false => Coarse::probe(&clock),
+        };
         Time {
             base: clock.now(),
             clock,
@@ -144,9 +146,22 @@ mod tests {
 
     #[cfg(all(feature = "coarse-clock", target_os = "linux"))]
     #[test]
-    fn the_default_clock_checks_quiet_successes_on_the_coarse_clock() {
+    fn the_default_clock_checks_quiet_successes_on_the_coarse_clock_where_it_reads_faster() {
         let time = Time::new(None);
-        assert!(time.coarse.is_some(), "Linux has a coarse monotonic clock");
+        assert!(
+            time.coarse.is_some(),
+            "Linux has a coarse monotonic clock, read faster through the vDSO than the counter"
+        );
+    }
+
+    #[cfg(all(feature = "coarse-clock", target_os = "linux"))]
+    #[test]
+    fn with_the_coarse_clock_a_bucket_ends_early_by_two_ticks_and_the_slack() {
+        let mut time = Time::new(None);
+        time.coarse = Coarse::with_resolution(rustix::time::clock_getres(
+            rustix::time::ClockId::MonotonicCoarse,
+        ));
+        assert!(time.coarse.is_some());
         assert_eq!(time.quiet_deadline(u64::MAX), u64::MAX);
         // A bucket that ends in a minute: its coarse deadline is ahead of
         // the coarse clock by nearly a minute, less two ticks and the slack.

@@ -32,6 +32,8 @@
 //! the slack) take the lock and read the breaker's clock, as before.
 //! `tests` below check the rule against a model of the two clocks.
 
+use std::sync::OnceLock;
+
 use rustix::time::{clock_getres, clock_gettime, ClockId};
 
 /// The share of the span to a deadline taken off for the clocks' rates:
@@ -50,14 +52,50 @@ pub(crate) struct Coarse {
 }
 
 impl Coarse {
-    /// The coarse clock, if the kernel has one with ticks of at most 10 ms.
-    pub(crate) fn probe() -> Option<Coarse> {
-        let res = clock_getres(ClockId::MonotonicCoarse);
+    /// The coarse clock, if the kernel has one with ticks of at most 10 ms
+    /// that reads faster than `precise` (once per process).
+    pub(crate) fn probe(precise: &quanta::Clock) -> Option<Coarse> {
+        static PROBED: OnceLock<Option<Coarse>> = OnceLock::new();
+        *PROBED.get_or_init(|| {
+            let coarse = Coarse::with_resolution(clock_getres(ClockId::MonotonicCoarse))?;
+            coarse.is_faster_than(precise).then_some(coarse)
+        })
+    }
+
+    pub(crate) fn with_resolution(res: rustix::time::Timespec) -> Option<Coarse> {
         let resolution = u64::try_from(res.tv_sec)
             .ok()?
             .checked_mul(1_000_000_000)?
             .checked_add(u64::try_from(res.tv_nsec).ok()?)?;
         (resolution > 0 && resolution <= MAX_RESOLUTION).then_some(Coarse { resolution })
+    }
+
+    /// Whether a coarse read costs less than a read of `precise`: where
+    /// the vDSO is missing (some sandboxes), a coarse read is a system call,
+    /// far dearer than the time-stamp counter. The fastest of a few batches
+    /// of each, so that a descheduled batch does not decide; a wrong answer
+    /// costs only speed, never correctness.
+    fn is_faster_than(self, precise: &quanta::Clock) -> bool {
+        const READS: usize = 64;
+        let fastest = |read: &dyn Fn()| {
+            (0..5)
+                .map(|_| {
+                    let start = precise.raw();
+                    for _ in 0..READS {
+                        read();
+                    }
+                    precise.raw().wrapping_sub(start)
+                })
+                .min()
+                .unwrap_or(u64::MAX)
+        };
+        let coarse = fastest(&|| {
+            std::hint::black_box(self.now());
+        });
+        let direct = fastest(&|| {
+            std::hint::black_box(precise.now());
+        });
+        coarse < direct
     }
 
     /// One coarse reading, in nanoseconds. Out of line: a call through the
@@ -162,8 +200,8 @@ mod tests {
 
     #[test]
     fn the_kernel_has_a_coarse_clock_that_moves_with_the_monotonic_one() {
-        let coarse =
-            Coarse::probe().expect("Linux has CLOCK_MONOTONIC_COARSE with ticks of at most 10 ms");
+        let coarse = Coarse::with_resolution(clock_getres(ClockId::MonotonicCoarse))
+            .expect("Linux has CLOCK_MONOTONIC_COARSE with ticks of at most 10 ms");
         let first = coarse.now();
         let later = std::time::Instant::now() + std::time::Duration::from_millis(30);
         while std::time::Instant::now() < later {
