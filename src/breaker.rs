@@ -242,7 +242,11 @@ impl Breaker {
             Some(_) if machine.has_schedule() => time.now().saturating_add(REANCHOR_EVERY),
             _ => u64::MAX,
         };
-        let (gate, published) = Gate::new(machine.gate(), machine.quiet_until());
+        let (gate, published) = Gate::new(
+            machine.gate(),
+            machine.quiet_until(),
+            time.quiet_deadline(machine.quiet_until()),
+        );
         let classifier = b
             .classifier
             .expect("build() checked that a classifier is set");
@@ -696,7 +700,7 @@ impl Breaker {
             if self
                 .inner
                 .gate
-                .count_quiet(generation, self.inner.has_window, || time.now())
+                .count_quiet(generation, self.inner.has_window, || time.quiet_now())
             {
                 return;
             }
@@ -1134,6 +1138,7 @@ impl Breaker {
             machine,
             |m| (m.gate(), m.quiet_until()),
             |m, n, generation| m.late_successes(self.inner.time.now(), generation, n),
+            |until| self.inner.time.quiet_deadline(until),
         );
         match late {
             Some(t) => {

@@ -63,8 +63,9 @@ pub(crate) struct Published {
 }
 
 impl Gate {
-    /// A gate publishing `word` (from `Machine::gate`) and `quiet_until`.
-    pub(crate) fn new(word: u64, quiet_until: u64) -> (Gate, Published) {
+    /// A gate publishing `word` (from `Machine::gate`) and `quiet_until`,
+    /// which it holds as `deadline` (see [`publish`](Self::publish)).
+    pub(crate) fn new(word: u64, quiet_until: u64, deadline: u64) -> (Gate, Published) {
         let p = Published {
             word,
             quiet_until,
@@ -73,7 +74,7 @@ impl Gate {
         let gate = Gate {
             line: Line {
                 word: AtomicU64::new(tagged(word, 0)),
-                quiet_until: AtomicU64::new(quiet_until),
+                quiet_until: AtomicU64::new(deadline),
             },
             counts: PerThread::new(0),
         };
@@ -128,6 +129,9 @@ impl Gate {
 
     /// Under the lock, after an operation on the machine `m`: publishes
     /// `key(m)` (the word and the quiet deadline) if it differs from `p`.
+    /// The gate holds the quiet deadline as `deadline(quiet_until)`: the
+    /// reading of the clock quiet successes check (`count_quiet`'s `now`)
+    /// before which that clock is sure to be before `quiet_until`.
     ///
     /// If the published word let quiet successes through, it seals first,
     /// and hands the successes that landed since the last take to
@@ -141,6 +145,7 @@ impl Gate {
         m: &mut M,
         key: impl Fn(&M) -> (u64, u64),
         late: impl FnOnce(&mut M, u64, u64) -> Option<R>,
+        deadline: impl FnOnce(u64) -> u64,
     ) -> Option<R> {
         if key(m) == (p.word, p.quiet_until) {
             return None;
@@ -157,7 +162,9 @@ impl Gate {
         // The deadline first: a caller that sees the new word must not pair
         // it with an older deadline.
         if quiet_until != p.quiet_until {
-            self.line.quiet_until.store(quiet_until, Ordering::Release);
+            self.line
+                .quiet_until
+                .store(deadline(quiet_until), Ordering::Release);
         }
         self.line.word.store(tagged(word, p.tag), Ordering::Release);
         p.word = word;
@@ -203,7 +210,7 @@ pub mod model {
 
     impl Gate {
         pub fn new(word: u64) -> (Gate, Published) {
-            let (g, p) = super::Gate::new(word, u64::MAX);
+            let (g, p) = super::Gate::new(word, u64::MAX, u64::MAX);
             (Gate(g), Published(p))
         }
 
@@ -222,7 +229,8 @@ pub mod model {
             word: impl Fn(&M) -> u64,
             late: impl FnOnce(&mut M, u64, u64) -> Option<R>,
         ) -> Option<R> {
-            self.0.publish(&mut p.0, m, |m| (word(m), u64::MAX), late)
+            self.0
+                .publish(&mut p.0, m, |m| (word(m), u64::MAX), late, |d| d)
         }
     }
 }

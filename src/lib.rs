@@ -193,6 +193,12 @@
 //! - `isolation` (default): [`isolation`]: a bulkhead, a deadline pool for
 //!   calls that cannot time themselves out, and a bounded dead-letter buffer,
 //!   layered around a breaker. No extra dependency.
+//! - `coarse-clock` (default): on Linux, a quiet closed success of a
+//!   breaker with a failure-rate window checks its window bucket on the
+//!   kernel's coarse monotonic clock (about 4 ns, through `rustix`) instead
+//!   of a full clock read, against a deadline that is never later than the
+//!   breaker's own (`docs/design.md`, "Time"). Elsewhere, or for a breaker
+//!   with an injected clock, it changes nothing.
 //! - `calendar`: recurring deadlines and maintenance windows in a named IANA
 //!   time zone in [`trading`], with `jiff` doing the time-zone arithmetic.
 //! - `chain`: [`chain`], fallback chains: a lookup tries its providers in
