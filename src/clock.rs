@@ -57,9 +57,10 @@ impl Time {
         let injected = clock.is_some();
         let clock = clock.unwrap_or_else(monotonic);
         #[cfg(all(feature = "coarse-clock", target_os = "linux"))]
-        let coarse = match injected {
-            true => None,
-            false => Coarse::probe(&clock),
+        let coarse = if injected {
+            None
+        } else {
+            Coarse::probe(&clock)
         };
         Time {
             base: clock.now(),

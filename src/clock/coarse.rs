@@ -38,7 +38,7 @@ use rustix::time::{clock_getres, clock_gettime, ClockId};
 
 /// The share of the span to a deadline taken off for the clocks' rates:
 /// the deadline moves in by one part in `RATE_SLACK`.
-pub(crate) const RATE_SLACK: u64 = 1_000;
+const RATE_SLACK: u64 = 1_000;
 
 /// The coarsest resolution worth reading: with ticks longer than this a
 /// coarse deadline would send too many successes to the lock.
