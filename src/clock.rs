@@ -147,11 +147,19 @@ mod tests {
 
     #[cfg(all(feature = "coarse-clock", target_os = "linux"))]
     #[test]
-    fn the_default_clock_checks_quiet_successes_on_the_coarse_clock_where_it_reads_faster() {
+    fn the_default_clock_checks_quiet_successes_on_the_coarse_clock_the_probe_chose() {
+        // Which clock reads faster is measured once per process, and a
+        // busy machine may measure either way: the test checks that the
+        // default clock follows the measurement, never what it found.
         let time = Time::new(None);
-        assert!(
+        assert_eq!(
             time.coarse.is_some(),
-            "Linux has a coarse monotonic clock, read faster through the vDSO than the counter"
+            Coarse::probe(&monotonic()).is_some()
+        );
+        let res = rustix::time::clock_getres(rustix::time::ClockId::MonotonicCoarse);
+        assert!(
+            Coarse::with_resolution(res).is_some(),
+            "Linux has a coarse monotonic clock with ticks of at most 10 ms: {res:?}"
         );
     }
 
