@@ -14,7 +14,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::backoff::Rng;
-use crate::cause::{FailureCause, Note};
+use crate::cause::{FailureCause, LastNote, Note};
 use crate::classify::ErrorView;
 use crate::clock::Time;
 use crate::config::{BreakerBuilder, Callback};
@@ -212,7 +212,7 @@ struct Core {
     recent: Arc<[StateChange]>,
     seq: u64,
     /// The last failure with an error to show since the last state change.
-    recent_failure: Option<Note>,
+    recent_failure: LastNote,
     /// What opened the breaker, while it is not closed.
     opened_by: Option<Arc<FailureCause>>,
 }
@@ -232,12 +232,12 @@ impl Breaker {
         let mut b = b;
         let time = Time::new(b.clock.take());
         let seed = b.jitter_seed.unwrap_or_else(Rng::random_seed);
-        let wall = b.settings.recovery.anchor(time.now());
-        let watches = b.settings.recovery.watches_calls();
-        let health_probe = b.settings.recovery.health_probe();
+        let wall = b.recovery.anchor(time.now());
+        let watches = b.recovery.watches_calls();
+        let health_probe = b.recovery.health_probe();
         let probe_thread = b.probe_thread;
         let count_in_flight = b.settings.count_in_flight;
-        let machine = Machine::new(b.settings, seed, time.now());
+        let machine = Machine::new(b.settings, &b.recovery, seed, time.now());
         let reanchor_at = match &wall {
             Some(_) if machine.has_schedule() => time.now().saturating_add(REANCHOR_EVERY),
             _ => u64::MAX,
@@ -274,7 +274,7 @@ impl Breaker {
                     last: None,
                     recent: Arc::new([]),
                     seq: 0,
-                    recent_failure: None,
+                    recent_failure: LastNote::default(),
                     opened_by: None,
                 }),
                 delivery: AtomicU64::new(0),
@@ -730,8 +730,8 @@ impl Breaker {
         };
         let mut core = self.lock();
         let transition = core.machine.record(now, ticket, outcome, elapsed);
-        if note.is_some() {
-            core.recent_failure = note.copied();
+        if let Some(note) = note {
+            core.recent_failure.set(note);
         }
         // A transition leaves the machine out of the closed period any
         // late quiet success was counted in, so at most one of the two

@@ -187,3 +187,64 @@ mod tests {
         assert_eq!(cause.type_name(), "std::io::error::Error");
     }
 }
+
+/// The last failure with an error to show since the last state change, in
+/// a box made at the breaker's first such failure and kept for its life: a
+/// breaker that has not failed carries a pointer instead of a note, and a
+/// failure after the first allocates nothing.
+#[derive(Default)]
+pub(crate) struct LastNote {
+    note: Option<Box<Note>>,
+    /// Whether the note is from the current state's period.
+    fresh: bool,
+}
+
+impl LastNote {
+    /// Keeps `note` as the last failure's.
+    pub(crate) fn set(&mut self, note: &Note) {
+        match &mut self.note {
+            Some(kept) => **kept = *note,
+            None => self.note = Some(Box::new(*note)),
+        }
+        self.fresh = true;
+    }
+
+    /// The last failure's note, if one came since the last call; forgets
+    /// it (a state change starts a new period).
+    pub(crate) fn take(&mut self) -> Option<&Note> {
+        if std::mem::take(&mut self.fresh) {
+            self.note.as_deref()
+        } else {
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod last_note_tests {
+    use super::*;
+
+    #[test]
+    fn a_note_is_taken_once_and_its_box_is_kept_for_the_next() {
+        let mut last = LastNote::default();
+        assert!(last.take().is_none(), "nothing failed yet");
+        let first = Note::new::<std::io::Error>(Some(&"reset"));
+        last.set(&first);
+        let kept = last.note.as_deref().map(|n| n as *const Note);
+        assert_eq!(
+            last.take().map(|n| n.cause().message().to_owned()),
+            Some("reset".into())
+        );
+        assert!(last.take().is_none(), "taken once");
+        last.set(&Note::new::<std::io::Error>(Some(&"refused")));
+        assert_eq!(
+            last.note.as_deref().map(|n| n as *const Note),
+            kept,
+            "same box"
+        );
+        assert_eq!(
+            last.take().map(|n| n.cause().message().to_owned()),
+            Some("refused".into())
+        );
+    }
+}

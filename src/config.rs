@@ -29,11 +29,10 @@ pub(crate) struct Settings {
     pub(crate) half_open_max_calls: u32,
     pub(crate) half_open_success_threshold: u32,
     pub(crate) max_probe_duration: Duration,
-    pub(crate) latency_trip: Option<LatencyTrip>,
+    /// Boxed: a breaker without a latency policy keeps a pointer.
+    pub(crate) latency_trip: Option<Box<LatencyTrip>>,
     pub(crate) flapping_trips: Option<u32>,
     pub(crate) flapping_window: Duration,
-    /// Ramp-up, maintenance windows, deadlines (`src/trading/`).
-    pub(crate) recovery: crate::recovery::Recovery,
     pub(crate) trip_predicate: Option<TripPredicate>,
     pub(crate) open_period: Option<OpenPeriod>,
     pub(crate) count_window: Option<u32>,
@@ -80,7 +79,6 @@ impl Default for Settings {
             latency_trip: None,
             flapping_trips: Some(3),
             flapping_window: Duration::from_secs(600),
-            recovery: crate::recovery::Recovery::default(),
             trip_predicate: None,
             open_period: None,
             count_window: None,
@@ -151,6 +149,9 @@ pub struct BreakerBuilder<T = Breaker> {
     pub(crate) jitter_seed: Option<u64>,
     pub(crate) result_classifier: Option<ResultClassifier>,
     pub(crate) settings: Settings,
+    /// Ramp-up, maintenance windows, deadlines (`src/trading/`): read once
+    /// at build, into the machine's `Recovering`, and not kept.
+    pub(crate) recovery: crate::recovery::Recovery,
     /// What has the process's health-probe thread watch the breaker built
     /// with a health probe: set with the probe by
     /// [`health_probe`](Self::health_probe) (`src/trading/`), and handed to
@@ -167,6 +168,7 @@ impl<T> fmt::Debug for BreakerBuilder<T> {
             .field("name", &self.name)
             .field("call_path", &self.call_path)
             .field("settings", &self.settings)
+            .field("recovery", &self.recovery)
             .finish_non_exhaustive()
     }
 }
@@ -200,6 +202,7 @@ impl<T> BreakerBuilder<T> {
             jitter_seed: None,
             result_classifier: None,
             settings: Settings::default(),
+            recovery: crate::recovery::Recovery::default(),
             probe_thread: None,
             target: PhantomData,
         }
@@ -271,9 +274,11 @@ impl<T> BreakerBuilder<T> {
     setter!(
         /// A slow-call rate in `(0, 1]` over the window that opens the breaker.
         slow_call_rate_threshold: into f64 => slow_call_rate_threshold);
-    setter!(
-        /// A latency-percentile trip policy.
-        latency_trip: into LatencyTrip => latency_trip);
+    /// A latency-percentile trip policy.
+    pub fn latency_trip(mut self, value: impl Into<Option<LatencyTrip>>) -> Self {
+        self.settings.latency_trip = value.into().map(Box::new);
+        self
+    }
     setter!(
         /// The first open period of an outage.
         open_duration: Duration => backoff.base);
@@ -414,6 +419,7 @@ impl<T> BreakerBuilder<T> {
             jitter_seed: self.jitter_seed,
             result_classifier: self.result_classifier,
             settings: self.settings,
+            recovery: self.recovery,
             probe_thread: self.probe_thread,
             target: PhantomData,
         }
@@ -495,7 +501,7 @@ impl<T> BreakerBuilder<T> {
         if let Some(policy) = &s.latency_trip {
             policy.validate()?;
         }
-        s.recovery.validate()?;
+        self.recovery.validate()?;
         let b = &s.backoff;
         check(
             "open_duration",

@@ -17,7 +17,7 @@ use crate::events::Reason;
 use crate::histogram::CallDurations;
 use crate::latency::LatencyWindow;
 use crate::policy::{OpenPeriodInput, RoundDecision, WindowCounts};
-use crate::recovery::Recovering;
+use crate::recovery::{Recovering, Recovery};
 use crate::window::{Counts, Window};
 use crate::{ProbeTotals, State, Verdict};
 
@@ -125,8 +125,9 @@ pub(crate) struct Machine {
     /// Nanoseconds spent in each state (gauge order) up to `accounted_to`.
     state_nanos: [u64; 5],
     accounted_to: u64,
-    /// With call timing: the durations of the calls that reported.
-    durations: Option<CallDurations>,
+    /// With call timing: the durations of the calls that reported. Boxed:
+    /// a breaker that does not time its calls keeps a pointer.
+    durations: Option<Box<CallDurations>>,
     /// When an operator override ends by itself, if it does.
     override_until: Option<u64>,
     /// The instants of the latest trips, a ring of `flapping_trips` slots.
@@ -176,7 +177,7 @@ pub(crate) struct View {
 }
 
 impl Machine {
-    pub(crate) fn new(s: Settings, seed: u64, now: u64) -> Self {
+    pub(crate) fn new(s: Settings, recovery: &Recovery, seed: u64, now: u64) -> Self {
         Machine {
             slow_after: s.slow_call_duration.map(nanos),
             probe_slow_after: s
@@ -195,15 +196,15 @@ impl Machine {
                 .map_or(u64::MAX, |d| now.saturating_add(nanos(d))),
             latency: s
                 .latency_trip
-                .clone()
-                .map(|p| Box::new(LatencyWindow::new(p, now))),
+                .as_deref()
+                .map(|p| Box::new(LatencyWindow::new(p.clone(), now))),
             durations: (s.slow_call_duration.is_some() || s.latency_trip.is_some())
-                .then(|| CallDurations::new(&s.call_duration_buckets)),
+                .then(|| Box::new(CallDurations::new(&s.call_duration_buckets))),
             probes: vec![None; s.half_open_max_calls as usize].into_boxed_slice(),
             recent_trips: vec![u64::MAX; s.flapping_trips.unwrap_or(0) as usize].into_boxed_slice(),
             next_trip_slot: 0,
             override_until: None,
-            recovering: Recovering::new(&s.recovery),
+            recovering: Recovering::new(recovery),
             s,
             state: State::Closed,
             entered_at: now,
@@ -1005,7 +1006,7 @@ impl Machine {
             reopens: self.reopens_total,
             probes: self.probe_totals,
             state_nanos: self.state_nanos_at(now),
-            call_durations: self.durations.clone(),
+            call_durations: self.durations.as_deref().cloned(),
             totals: self.totals,
             in_state: now.saturating_sub(self.entered_at),
             probes_in_flight: self.probes.iter().flatten().count() as u32,
@@ -1231,7 +1232,7 @@ mod tests {
             minimum_calls: 10,
             ..Settings::default()
         };
-        Machine::new(s, 1, SEC)
+        Machine::new(s, &Recovery::default(), 1, SEC)
     }
 
     fn closed(m: &Machine) -> Ticket {
@@ -1309,7 +1310,7 @@ mod tests {
             },
             ..Settings::default()
         };
-        Machine::new(s, 1, SEC)
+        Machine::new(s, &Recovery::default(), 1, SEC)
     }
 
     /// Lets the probe of an open breaker go at `now` and fails it.

@@ -157,8 +157,8 @@ impl Plan {
 /// schedule, and the failures made neutral by a maintenance window.
 #[derive(Clone, Debug)]
 pub(crate) struct Recovering {
-    ramp: Option<RampUp>,
-    ramping: Option<Ramping>,
+    /// Boxed: a breaker without a ramp keeps a pointer.
+    ramp: Option<Box<Ramp>>,
     /// Boxed: a breaker without windows or deadlines keeps a pointer.
     plan: Option<Box<Plan>>,
     /// The wall-clock reading taken at build, for windows declared later.
@@ -169,11 +169,22 @@ pub(crate) struct Recovering {
     background: bool,
 }
 
+/// A ramp after recovery: the policy, and the ramp in progress.
+#[derive(Clone, Debug)]
+struct Ramp {
+    policy: RampUp,
+    running: Option<Ramping>,
+}
+
 impl Recovering {
     pub(crate) fn new(r: &Recovery) -> Self {
         Recovering {
-            ramp: r.ramp,
-            ramping: None,
+            ramp: r.ramp.map(|policy| {
+                Box::new(Ramp {
+                    policy,
+                    running: None,
+                })
+            }),
             plan: r.anchor.filter(|_| r.has_schedule()).map(|anchor| {
                 Box::new(Plan {
                     anchor,
@@ -219,7 +230,12 @@ impl Recovering {
     /// Whether a closed breaker must send every call through the lock:
     /// while a ramp runs.
     pub(crate) fn routes_through_lock(&self) -> bool {
-        self.ramping.is_some()
+        self.ramping().is_some()
+    }
+
+    /// The ramp in progress.
+    fn ramping(&self) -> Option<&Ramping> {
+        self.ramp.as_ref()?.running.as_ref()
     }
 
     /// Decides on a call offered to a closed breaker at `now`: `Err` with
@@ -231,11 +247,14 @@ impl Recovering {
                 return Err(Some(end.saturating_sub(now)));
             }
         }
-        let Some(r) = &mut self.ramping else {
+        let Some(ramp) = &mut self.ramp else {
+            return Ok(());
+        };
+        let Some(r) = &mut ramp.running else {
             return Ok(());
         };
         if r.is_over(now) {
-            self.ramping = None;
+            ramp.running = None;
             Ok(())
         } else if r.admit(now) {
             Ok(())
@@ -252,7 +271,7 @@ impl Recovering {
                 .plan
                 .as_ref()
                 .is_some_and(|p| p.window_at(now).is_some());
-        !in_window && self.ramping.as_ref().is_none_or(|r| r.would_admit(now))
+        !in_window && self.ramping().is_none_or(|r| r.would_admit(now))
     }
 
     /// Whether `outcome`, reported at `now`, is neutral: a failure inside a
@@ -272,18 +291,22 @@ impl Recovering {
     /// returns the re-opens of the outage it recovered from, if it was still
     /// running.
     pub(crate) fn ramp_failed(&mut self, now: u64) -> Option<u32> {
-        let r = self.ramping.take()?;
+        let r = self.ramp.as_mut()?.running.take()?;
         (!r.is_over(now)).then_some(r.escalation)
     }
 
     /// The breaker closed on a probe at `now`, after `reopens` re-opens.
     pub(crate) fn closed_on_probe(&mut self, now: u64, reopens: u32) {
-        self.ramping = self.ramp.map(|r| Ramping::begin(r, now, reopens));
+        if let Some(ramp) = &mut self.ramp {
+            ramp.running = Some(Ramping::begin(ramp.policy, now, reopens));
+        }
     }
 
     /// The breaker closed by an operator, or left closed: no ramp.
     pub(crate) fn end_ramp(&mut self) {
-        self.ramping = None;
+        if let Some(ramp) = &mut self.ramp {
+            ramp.running = None;
+        }
     }
 
     /// `until`, the end of an open period starting at `now`, capped so that
@@ -308,8 +331,7 @@ impl Recovering {
     /// The fraction of calls a closed breaker admits at `now`, while a ramp
     /// runs.
     pub(crate) fn ramp_fraction(&self, now: u64) -> Option<f64> {
-        self.ramping
-            .as_ref()
+        self.ramping()
             .filter(|r| !r.is_over(now))
             .map(|r| r.fraction(now))
     }
