@@ -152,10 +152,7 @@ mod tests {
         // busy machine may measure either way: the test checks that the
         // default clock follows the measurement, never what it found.
         let time = Time::new(None);
-        assert_eq!(
-            time.coarse.is_some(),
-            Coarse::probe(&monotonic()).is_some()
-        );
+        assert_eq!(time.coarse.is_some(), Coarse::probe(&monotonic()).is_some());
         let res = rustix::time::clock_getres(rustix::time::ClockId::MonotonicCoarse);
         assert!(
             Coarse::with_resolution(res).is_some(),
