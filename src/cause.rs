@@ -138,6 +138,38 @@ impl fmt::Debug for Note {
     }
 }
 
+/// The last failure with an error to show since the last state change, in
+/// a box made at the breaker's first such failure and kept for its life: a
+/// breaker that has not failed carries a pointer instead of a note, and a
+/// failure after the first allocates nothing.
+#[derive(Default)]
+pub(crate) struct LastNote {
+    note: Option<Box<Note>>,
+    /// Whether the note is from the current state's period.
+    fresh: bool,
+}
+
+impl LastNote {
+    /// Keeps `note` as the last failure's.
+    pub(crate) fn set(&mut self, note: &Note) {
+        match &mut self.note {
+            Some(kept) => **kept = *note,
+            None => self.note = Some(Box::new(*note)),
+        }
+        self.fresh = true;
+    }
+
+    /// The last failure's note, if one came since the last call; forgets
+    /// it (a state change starts a new period).
+    pub(crate) fn take(&mut self) -> Option<&Note> {
+        if std::mem::take(&mut self.fresh) {
+            self.note.as_deref()
+        } else {
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,43 +218,6 @@ mod tests {
         assert!(cause.message().starts_with("line one line two é"));
         assert_eq!(cause.type_name(), "std::io::error::Error");
     }
-}
-
-/// The last failure with an error to show since the last state change, in
-/// a box made at the breaker's first such failure and kept for its life: a
-/// breaker that has not failed carries a pointer instead of a note, and a
-/// failure after the first allocates nothing.
-#[derive(Default)]
-pub(crate) struct LastNote {
-    note: Option<Box<Note>>,
-    /// Whether the note is from the current state's period.
-    fresh: bool,
-}
-
-impl LastNote {
-    /// Keeps `note` as the last failure's.
-    pub(crate) fn set(&mut self, note: &Note) {
-        match &mut self.note {
-            Some(kept) => **kept = *note,
-            None => self.note = Some(Box::new(*note)),
-        }
-        self.fresh = true;
-    }
-
-    /// The last failure's note, if one came since the last call; forgets
-    /// it (a state change starts a new period).
-    pub(crate) fn take(&mut self) -> Option<&Note> {
-        if std::mem::take(&mut self.fresh) {
-            self.note.as_deref()
-        } else {
-            None
-        }
-    }
-}
-
-#[cfg(test)]
-mod last_note_tests {
-    use super::*;
 
     #[test]
     fn a_note_is_taken_once_and_its_box_is_kept_for_the_next() {
