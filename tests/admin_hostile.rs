@@ -30,9 +30,13 @@ const TOKEN: &str = "test-token-0123456789abcdef";
 const AUTH: &str = "Authorization: Bearer test-token-0123456789abcdef\r\n";
 const BODY: &str = r#"{"actor": "alice", "reason": "vendor maintenance"}"#;
 
-/// The bound the endpoint promises: a well-behaved client served, and
-/// `stop` returned, within a second whatever the other clients do.
-const BOUND: Duration = Duration::from_secs(1);
+/// What the slow-client tests allow a well-behaved client's request, a
+/// refusal at the limit, or `stop`: far above what the endpoint takes (a
+/// few milliseconds, printed; `docs/ops.md` has the figures) so that a busy
+/// machine never fails them, and far below what a design that makes one
+/// client wait on another takes here (a slow client's deadline, 30 s, or
+/// a queue of them), which fails them.
+const BOUND: Duration = Duration::from_secs(10);
 
 /// Held by each test for its whole run: the tests of this file take turns,
 /// so that what the slow-client tests time is the endpoint, not another
@@ -274,7 +278,7 @@ impl Drop for Trader {
 const SLOW_HEAD: &[u8] = b"GET /breakers HTTP/1.1\r\nHost: x\r\nX-Slow: ";
 
 #[test]
-fn a_client_is_served_within_a_second_while_200_slow_clients_are_connected() {
+fn a_client_is_served_while_200_slow_clients_are_connected_never_after_them() {
     let _turn = one_at_a_time();
     let registry = registry();
     let admin = Admin::start(&registry, config()).unwrap();
@@ -358,7 +362,7 @@ fn at_the_connection_limit_a_client_is_refused_at_once_never_left_waiting() {
 }
 
 #[test]
-fn stop_returns_within_a_second_whatever_the_clients_do() {
+fn stop_returns_without_waiting_on_any_client() {
     let _turn = one_at_a_time();
     for by_drop in [false, true] {
         let registry = registry();

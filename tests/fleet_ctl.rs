@@ -637,15 +637,16 @@ fn the_timeout_bounds_the_whole_command_on_a_hung_redis() {
     // nothing answers.
     redis.pause();
     let start = Instant::now();
-    let o = ctl(&redis, &["--timeout", "2s", "status"]);
+    let o = ctl(&redis, &["--timeout", "4s", "status"]);
     let took = start.elapsed();
     redis.resume();
     assert_eq!(o.status.code(), Some(1), "{o:?}");
     assert!(stderr(&o).contains("timed out"), "{o:?}");
-    // Each step waited the whole timeout before: 4 s and more. The
-    // process's own start and exit are in the margin.
-    assert!(took < 3 * SEC + 500 * MS, "{took:?}");
-    println!("fusebox-ctl --timeout 2s on a hung Redis: {took:?}");
+    // Each step waited the whole timeout before: 8 s and more. The
+    // process's own start and exit, on a busy machine, are in the 3 s
+    // margin.
+    assert!(took < 7 * SEC, "{took:?}");
+    println!("fusebox-ctl --timeout 4s on a hung Redis: {took:?}");
 }
 
 #[test]

@@ -241,8 +241,8 @@ fn through_a_failover(
     );
     // A caller that waited on Redis would have waited through the
     // failover, seconds; a preempted thread on a loaded machine, tens of
-    // milliseconds.
-    assert!(worst < 250 * MS, "a call took {worst:?}");
+    // milliseconds, rarely hundreds.
+    assert!(worst < SEC, "a call took {worst:?}");
 
     // The fleet view works on the new master: an operator's reset reaches
     // every process.
