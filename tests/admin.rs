@@ -9,7 +9,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use fusebox::admin::{Admin, AdminConfig, AdminError};
@@ -589,7 +589,7 @@ fn a_connection_beyond_the_limit_is_answered_503_at_once() {
         &registry,
         config()
             .max_connections(2)
-            .request_timeout(Duration::from_secs(5)),
+            .request_timeout(Duration::from_secs(60)),
     )
     .unwrap();
     let addr = admin.addr();
@@ -598,10 +598,14 @@ fn a_connection_beyond_the_limit_is_answered_503_at_once() {
     held.write_all(b"GET /health HTTP/1.1\r\n").unwrap();
     let mut queued = TcpStream::connect(addr).unwrap();
     queued.write_all(b"GET /health HTTP/1.1\r\n").unwrap();
-    // Real time for the accept thread to take both (it is the server
-    // under test, not a breaker): half a second is ample even on a loaded
-    // machine, and a late accept shows as a 200 below, never as a pass.
-    thread::sleep(Duration::from_millis(500));
+    // Until the accept thread has taken both (it is the server under test,
+    // not a breaker), a request may still find a place: wait for the first
+    // refusal.
+    let until = Instant::now() + Duration::from_secs(60);
+    while get(addr, "/health").status != 503 {
+        assert!(Instant::now() < until, "never refused at the limit");
+        thread::sleep(Duration::from_millis(20));
+    }
     // The next ones are shed at once, long before the stalled ones time out,
     // and a shed client that never reads does not hold up the next.
     let _silent = TcpStream::connect(addr).unwrap();
