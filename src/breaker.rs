@@ -63,27 +63,13 @@ pub struct Breaker {
 
 struct Inner {
     name: Arc<str>,
-    /// The name as a refusal carries it.
-    inline_name: crate::name::Inline,
     call_path: CallPath,
     /// The state in one word, for the lock-free part of the hot path, and
     /// the successes counted without the lock (`src/gate.rs`). Written only
     /// under the lock, but for those counts. Refusals and admissions are
-    /// counted in the gate's per-thread lines too.
-    gate: Gate,
-    time: Time,
-    times_calls: bool,
-    /// Whether a closed admission does more than take a permit: read the
-    /// clock (`times_calls`) or count the call in flight (`counts_admitted`).
-    admits_slowly: bool,
-    /// With `count_calls_in_flight`, calls admitted are counted (in the
-    /// gate's lines), for the calls in flight (admitted less reported) in a
-    /// snapshot.
-    counts_admitted: bool,
-    has_window: bool,
-    /// From when a call to a closed breaker takes the lock to be checked
-    /// against a maintenance window; read only when `times_calls`.
-    watch_from: AtomicU64,
+    /// counted in the gate's per-thread lines too. What the hot path reads
+    /// beside the word rides on its line ([`Hot`]).
+    gate: Gate<Hot>,
     /// The wall clock, if it is read again as the breaker runs.
     wall: Option<crate::recovery::schedule::WallClock>,
     /// From when the next locked operation reads the wall clock again
@@ -148,7 +134,7 @@ impl Breaker {
     /// half-open.
     pub(crate) fn begin_health_probe(&self) -> Option<ProbeOut> {
         let gate = self.inner.gate.word();
-        let now = self.inner.time.now();
+        let now = self.inner.hot().time.now();
         match gate & 3 {
             GATE_CLOSED | GATE_FORCED => return None,
             GATE_OPEN if now < gate >> 2 => return None,
@@ -166,7 +152,7 @@ impl Breaker {
         if changed {
             self.inner.hand_off(1);
         }
-        if ticket.is_some() && self.inner.counts_admitted {
+        if ticket.is_some() && self.inner.hot().counts_admitted {
             // It reports into the totals like any admitted call.
             self.inner.gate.counts().add_admitted();
         }
@@ -195,6 +181,37 @@ thread_local! {
     /// The breaker this thread is delivering for (its address, or 0), and
     /// the changes that the callbacks it runs have caused meanwhile.
     static DELIVERING: Cell<(usize, u64)> = const { Cell::new((0, 0)) };
+}
+
+/// What a call reads besides the gate's word, on the word's line: a refusal
+/// or a quiet success reads that line and its thread's count line, no
+/// other. Set at build; only `watch_from` changes, under the lock.
+struct Hot {
+    time: Time,
+    /// The name as a refusal carries it.
+    inline_name: crate::name::Inline,
+    /// From when a call to a closed breaker takes the lock to be checked
+    /// against a maintenance window; read only when `times_calls`, and
+    /// stored only when it changes.
+    watch_from: AtomicU64,
+    times_calls: bool,
+    /// Whether a closed admission does more than take a permit: read the
+    /// clock (`times_calls`) or count the call in flight (`counts_admitted`).
+    admits_slowly: bool,
+    /// With `count_calls_in_flight`, calls admitted are counted (in the
+    /// gate's lines), for the calls in flight (admitted less reported) in a
+    /// snapshot.
+    counts_admitted: bool,
+    has_window: bool,
+    /// Whether `Inner::result_classifier` is set.
+    judges_values: bool,
+}
+
+impl Inner {
+    #[inline(always)]
+    fn hot(&self) -> &Hot {
+        self.gate.hot()
+    }
 }
 
 /// What the lock guards.
@@ -242,10 +259,21 @@ impl Breaker {
             Some(_) if machine.has_schedule() => time.now().saturating_add(REANCHOR_EVERY),
             _ => u64::MAX,
         };
+        let hot = Hot {
+            inline_name: crate::name::Inline::new(&b.name),
+            times_calls: machine.times_calls() || watches,
+            admits_slowly: machine.times_calls() || watches || count_in_flight,
+            counts_admitted: count_in_flight,
+            has_window: machine.quiet_until() != u64::MAX,
+            judges_values: b.result_classifier.is_some(),
+            watch_from: AtomicU64::new(watch_from(&machine, time.now(), reanchor_at)),
+            time,
+        };
         let (gate, published) = Gate::new(
             machine.gate(),
             machine.quiet_until(),
-            time.quiet_deadline(machine.quiet_until()),
+            hot.time.quiet_deadline(machine.quiet_until()),
+            hot,
         );
         let classifier = b
             .classifier
@@ -253,19 +281,12 @@ impl Breaker {
         let breaker = Breaker {
             inner: Arc::new(Inner {
                 name: Arc::from(b.name.as_str()),
-                inline_name: crate::name::Inline::new(&b.name),
                 call_path: b
                     .call_path
                     .expect("build() checked that a call path is set"),
                 gate,
-                times_calls: machine.times_calls() || watches,
-                admits_slowly: machine.times_calls() || watches || count_in_flight,
-                counts_admitted: count_in_flight,
-                has_window: machine.quiet_until() != u64::MAX,
-                watch_from: AtomicU64::new(watch_from(&machine, time.now(), reanchor_at)),
                 wall,
                 reanchor_at: AtomicU64::new(reanchor_at),
-                time,
                 core: Mutex::new(Core {
                     published,
                     machine,
@@ -303,7 +324,7 @@ impl Breaker {
     /// stamps its audit records with.
     #[cfg(feature = "registry")]
     pub(crate) fn clock_now(&self) -> quanta::Instant {
-        self.inner.time.instant(self.inner.time.now())
+        self.inner.hot().time.instant(self.inner.hot().time.now())
     }
 
     /// The call path it was declared for.
@@ -468,7 +489,7 @@ impl Breaker {
     {
         let permit = self.try_acquire().map_err(CallError::Rejected)?;
         match f() {
-            Ok(value) if self.inner.result_classifier.is_none() => {
+            Ok(value) if !self.inner.hot().judges_values => {
                 permit.success();
                 Ok(value)
             }
@@ -521,12 +542,12 @@ impl Breaker {
             GATE_FORCED => {
                 // Forced open until reset (0), or until an expiry.
                 let until = gate >> 2;
-                if until == 0 || self.inner.time.now() < until {
+                if until == 0 || self.inner.hot().time.now() < until {
                     return Err(self.refuse(State::ForcedOpen, None));
                 }
             }
             GATE_OPEN => {
-                let now = self.inner.time.now();
+                let now = self.inner.hot().time.now();
                 let until = gate >> 2;
                 if now < until {
                     return Err(self.refuse(State::Open, Some(until - now)));
@@ -565,16 +586,17 @@ impl Breaker {
         let gate = self.inner.gate.word();
         match gate & 3 {
             // Unless a short-circuiting maintenance window may have begun.
-            GATE_CLOSED if self.inner.watch_from.load(Ordering::Relaxed) == u64::MAX => true,
+            GATE_CLOSED if self.inner.hot().watch_from.load(Ordering::Relaxed) == u64::MAX => true,
             GATE_CLOSED
-                if self.inner.time.now() < self.inner.watch_from.load(Ordering::Relaxed) =>
+                if self.inner.hot().time.now()
+                    < self.inner.hot().watch_from.load(Ordering::Relaxed) =>
             {
                 true
             }
-            GATE_FORCED if gate >> 2 == 0 || self.inner.time.now() < gate >> 2 => false,
-            GATE_OPEN if self.inner.time.now() < gate >> 2 => false,
+            GATE_FORCED if gate >> 2 == 0 || self.inner.hot().time.now() < gate >> 2 => false,
+            GATE_OPEN if self.inner.hot().time.now() < gate >> 2 => false,
             _ => {
-                let now = self.inner.time.now();
+                let now = self.inner.hot().time.now();
                 self.lock().machine.would_admit(now)
             }
         }
@@ -595,7 +617,7 @@ impl Breaker {
     /// Whether a result classifier judges `Ok` results.
     #[inline(always)]
     pub(crate) fn has_result_classifier(&self) -> bool {
-        self.inner.result_classifier.is_some()
+        self.inner.hot().judges_values
     }
 
     /// What opened the breaker: the last failure recorded before it opened
@@ -610,7 +632,7 @@ impl Breaker {
 
     #[cold]
     fn acquire_locked(&self) -> Result<Permit<'_>, Rejected> {
-        let now = self.inner.time.now();
+        let now = self.inner.hot().time.now();
         let (admit, changed) = {
             let mut core = self.lock();
             let (admit, transition) = core.machine.admit(now);
@@ -630,7 +652,7 @@ impl Breaker {
         }
         match admit {
             Admit::Go(ticket) => {
-                if self.inner.counts_admitted {
+                if self.inner.hot().counts_admitted {
                     self.inner.gate.counts().add_admitted();
                 }
                 Ok(Permit::new(self, ticket, now))
@@ -642,7 +664,7 @@ impl Breaker {
     #[inline(always)]
     fn refuse(&self, state: State, retry_after: Option<u64>) -> Rejected {
         self.inner.gate.counts().add_refusal();
-        Rejected::new(self.inner.inline_name, state, retry_after)
+        Rejected::new(self.inner.hot().inline_name, state, retry_after)
     }
 
     /// When a call admitted by a closed gate starts (0 if calls are not
@@ -650,7 +672,7 @@ impl Breaker {
     /// maintenance window.
     #[inline]
     fn start(&self) -> Option<u64> {
-        if self.inner.admits_slowly {
+        if self.inner.hot().admits_slowly {
             self.start_slowly()
         } else {
             Some(0)
@@ -661,16 +683,16 @@ impl Breaker {
     /// it against the next maintenance window) or counts the call in flight.
     /// `None` sends the call to the locked path, which counts it there.
     fn start_slowly(&self) -> Option<u64> {
-        let started = if self.inner.times_calls {
-            let now = self.inner.time.now();
-            if now >= self.inner.watch_from.load(Ordering::Relaxed) {
+        let started = if self.inner.hot().times_calls {
+            let now = self.inner.hot().time.now();
+            if now >= self.inner.hot().watch_from.load(Ordering::Relaxed) {
                 return None;
             }
             now
         } else {
             0
         };
-        if self.inner.counts_admitted {
+        if self.inner.hot().counts_admitted {
             self.inner.gate.counts().add_admitted();
         }
         Some(started)
@@ -696,11 +718,11 @@ impl Breaker {
             // Still closed in the same generation, with nothing a success
             // would change but counts: count it without the lock, in the
             // period the gate names or not at all (`src/gate.rs`).
-            let time = &self.inner.time;
+            let time = &self.inner.hot().time;
             if self
                 .inner
                 .gate
-                .count_quiet(generation, self.inner.has_window, || time.quiet_now())
+                .count_quiet(generation, self.inner.hot().has_window, || time.quiet_now())
             {
                 return;
             }
@@ -722,8 +744,8 @@ impl Breaker {
         outcome: Verdict,
         note: Option<&Note>,
     ) -> bool {
-        let now = self.inner.time.now();
-        let elapsed = if self.inner.times_calls || matches!(ticket, Ticket::Probe { .. }) {
+        let now = self.inner.hot().time.now();
+        let elapsed = if self.inner.hot().times_calls || matches!(ticket, Ticket::Probe { .. }) {
             now.saturating_sub(started)
         } else {
             0
@@ -762,12 +784,14 @@ impl Breaker {
         let gate = self.inner.gate.word();
         match gate & 3 {
             GATE_CLOSED => State::Closed,
-            GATE_FORCED if gate >> 2 == 0 || self.inner.time.now() < gate >> 2 => State::ForcedOpen,
+            GATE_FORCED if gate >> 2 == 0 || self.inner.hot().time.now() < gate >> 2 => {
+                State::ForcedOpen
+            }
             GATE_FORCED => State::Closed,
-            GATE_OPEN if self.inner.time.now() < gate >> 2 => State::Open,
+            GATE_OPEN if self.inner.hot().time.now() < gate >> 2 => State::Open,
             GATE_OPEN => State::HalfOpen,
             _ => {
-                let now = self.inner.time.now();
+                let now = self.inner.hot().time.now();
                 self.lock().machine.state_at(now)
             }
         }
@@ -776,7 +800,7 @@ impl Breaker {
     /// A consistent view of the breaker's counters and state, as a call made
     /// now would meet it (see [`Snapshot`]).
     pub fn snapshot(&self) -> Snapshot {
-        let now = self.inner.time.now();
+        let now = self.inner.hot().time.now();
         let (v, last, recent, dropped_changes, changed, opened_by) = {
             let mut core = self.lock();
             // An override past its expiry ends here if no call ended it.
@@ -804,7 +828,7 @@ impl Breaker {
         }
         Snapshot {
             name: Arc::clone(&self.inner.name),
-            taken_at: self.inner.time.instant(now),
+            taken_at: self.inner.hot().time.instant(now),
             state: v.state,
             consecutive_failures: v.consecutive_failures,
             window_calls: v.window_calls,
@@ -837,7 +861,7 @@ impl Breaker {
             // difference is what is out (a success counted between that take
             // and now still shows as out). A failure made neutral by a
             // maintenance window reports outside the totals.
-            calls_in_flight: self.inner.counts_admitted.then(|| {
+            calls_in_flight: self.inner.hot().counts_admitted.then(|| {
                 self.inner
                     .gate
                     .counts()
@@ -931,7 +955,7 @@ impl Breaker {
         // A fresh wall reading: "now" is the wall clock's, however long the
         // breaker has run.
         let wall = self.inner.wall.as_ref().map(|w| w.read());
-        let now = self.inner.time.now();
+        let now = self.inner.hot().time.now();
         let window = {
             let mut core = self.lock();
             if let Some(wall) = wall {
@@ -960,7 +984,7 @@ impl Breaker {
     }
 
     fn manual(&self, op: impl FnOnce(&mut Machine, u64) -> Transition) {
-        let now = self.inner.time.now();
+        let now = self.inner.hot().time.now();
         {
             let mut core = self.lock();
             let t = op(&mut core.machine, now);
@@ -981,7 +1005,7 @@ impl Breaker {
         note: &str,
         lasting: Option<Duration>,
     ) -> u64 {
-        let now = self.inner.time.now();
+        let now = self.inner.hot().time.now();
         let seq = {
             let mut core = self.lock();
             let (actor, note, until) = (actor.into(), note.into(), lasting.map(|d| until(now, d)));
@@ -1003,7 +1027,7 @@ impl Breaker {
     /// never undone. Returns whether it reset.
     #[cfg(feature = "redis")]
     pub(crate) fn reset_if_last(&self, seq: u64, actor: &str, note: &str) -> bool {
-        let now = self.inner.time.now();
+        let now = self.inner.hot().time.now();
         {
             let mut core = self.lock();
             if core.seq != seq {
@@ -1050,7 +1074,7 @@ impl Breaker {
         open_for: Option<Duration>,
         step: u32,
     ) -> Option<u64> {
-        let now = self.inner.time.now();
+        let now = self.inner.hot().time.now();
         let (changed, seq) = {
             let mut core = self.lock();
             if core.seq != seen {
@@ -1103,7 +1127,7 @@ impl Breaker {
             from: t.from,
             to: t.to,
             reason: t.reason,
-            at: self.inner.time.instant(t.at),
+            at: self.inner.hot().time.instant(t.at),
             seq: core.seq,
         };
         core.last = Some(change.clone());
@@ -1137,8 +1161,8 @@ impl Breaker {
             published,
             machine,
             |m| (m.gate(), m.quiet_until()),
-            |m, n, generation| m.late_successes(self.inner.time.now(), generation, n),
-            |until| self.inner.time.quiet_deadline(until),
+            |m, n, generation| m.late_successes(self.inner.hot().time.now(), generation, n),
+            |until| self.inner.hot().time.quiet_deadline(until),
         );
         match late {
             Some(t) => {
@@ -1177,7 +1201,7 @@ impl Breaker {
         if due == u64::MAX {
             return None;
         }
-        let now = self.inner.time.now();
+        let now = self.inner.hot().time.now();
         let next = now.saturating_add(REANCHOR_EVERY);
         if now < due
             || self
@@ -1189,7 +1213,7 @@ impl Breaker {
             return None;
         }
         let wall = self.inner.wall.as_ref()?.read();
-        Some((wall, self.inner.time.now()))
+        Some((wall, self.inner.hot().time.now()))
     }
 
     /// Stores from when a closed call takes the lock to be checked against
@@ -1200,7 +1224,11 @@ impl Breaker {
             now,
             self.inner.reanchor_at.load(Ordering::Relaxed),
         );
-        self.inner.watch_from.store(from, Ordering::Relaxed);
+        // Stored only on a change: the line is the one every call reads.
+        let watch = &self.inner.hot().watch_from;
+        if watch.load(Ordering::Relaxed) != from {
+            watch.store(from, Ordering::Relaxed);
+        }
     }
 }
 
@@ -1361,7 +1389,7 @@ impl Inner {
             State::Closed | State::HalfOpen => log::info!("{change}"),
         }));
         if change.from == State::Closed && change.to == State::Open {
-            let now = self.time.now();
+            let now = self.hot().time.now();
             let flapping = self.core.lock().machine.flapping_rule(now);
             if let Some((trips, window)) = flapping {
                 let _ = catch_unwind(AssertUnwindSafe(|| {
@@ -1463,5 +1491,18 @@ impl<F> Decorated<F> {
     /// The breaker, for snapshots and overrides.
     pub fn breaker(&self) -> &Breaker {
         &self.breaker
+    }
+}
+
+#[cfg(test)]
+mod layout {
+    use super::{Gate, Hot};
+    use std::mem::size_of;
+
+    #[test]
+    fn what_a_call_reads_beside_the_word_fits_on_the_words_line() {
+        // The gate's word and quiet deadline take 16 bytes of their line;
+        // `Hot` must fit in the rest, or every call reads a line more.
+        assert_eq!(size_of::<Gate<Hot>>(), size_of::<Gate>());
     }
 }

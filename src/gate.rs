@@ -36,17 +36,20 @@ use crate::sync::{AtomicU64, Ordering};
 /// The bits of a closed word that hold the tag.
 const TAG_FIELD: u64 = (u32::MAX as u64) << GATE_TAG_SHIFT;
 
-/// The word and the quiet deadline, on one read-mostly line.
+/// The word and the quiet deadline, on one read-mostly line, with `hot`:
+/// what the holder's hot path reads beside the word and never writes (its
+/// time source, name and flags), so that a call reads one shared line.
 #[repr(align(128))]
-struct Line {
+struct Line<H> {
     word: AtomicU64,
     quiet_until: AtomicU64,
+    hot: H,
 }
 
 /// The lock-free face of a breaker. Written only under its lock, but for
-/// the counts of its per-thread lines.
-pub(crate) struct Gate {
-    line: Line,
+/// the counts of its per-thread lines; `H` rides on the word's line.
+pub(crate) struct Gate<H = ()> {
+    line: Line<H>,
     /// The quiet successes, and the other counts the hot path keeps without
     /// the lock (refusals, admissions), one line per thread slot.
     counts: PerThread,
@@ -62,10 +65,11 @@ pub(crate) struct Published {
     tag: u32,
 }
 
-impl Gate {
+impl<H> Gate<H> {
     /// A gate publishing `word` (from `Machine::gate`) and `quiet_until`,
-    /// which it holds as `deadline` (see [`publish`](Self::publish)).
-    pub(crate) fn new(word: u64, quiet_until: u64, deadline: u64) -> (Gate, Published) {
+    /// which it holds as `deadline` (see [`publish`](Self::publish)), with
+    /// `hot` on the word's line.
+    pub(crate) fn new(word: u64, quiet_until: u64, deadline: u64, hot: H) -> (Gate<H>, Published) {
         let p = Published {
             word,
             quiet_until,
@@ -75,10 +79,17 @@ impl Gate {
             line: Line {
                 word: AtomicU64::new(tagged(word, 0)),
                 quiet_until: AtomicU64::new(deadline),
+                hot,
             },
             counts: PerThread::new(0),
         };
         (gate, p)
+    }
+
+    /// What rides on the word's line.
+    #[inline(always)]
+    pub(crate) fn hot(&self) -> &H {
+        &self.line.hot
     }
 
     /// The word: the state in the low two bits (see `Machine::gate`).
@@ -210,7 +221,7 @@ pub mod model {
 
     impl Gate {
         pub fn new(word: u64) -> (Gate, Published) {
-            let (g, p) = super::Gate::new(word, u64::MAX, u64::MAX);
+            let (g, p) = super::Gate::new(word, u64::MAX, u64::MAX, ());
             (Gate(g), Published(p))
         }
 
