@@ -203,7 +203,8 @@ struct Hot {
     /// snapshot.
     counts_admitted: bool,
     has_window: bool,
-    /// Whether `Inner::result_classifier` is set.
+    /// Whether `Inner::result_classifier` is set: a copy here, so that a
+    /// success checks it on the line it reads already.
     judges_values: bool,
 }
 
