@@ -71,10 +71,7 @@ struct Inner {
     /// beside the word rides on its line ([`Hot`]).
     gate: Gate<Hot>,
     /// The wall clock, if it is read again as the breaker runs.
-    wall: Option<crate::recovery::schedule::WallClock>,
-    /// From when the next locked operation reads the wall clock again
-    /// (`u64::MAX`: not while no schedule converts wall-clock time).
-    reanchor_at: AtomicU64,
+    wall: Option<Box<Wall>>,
     core: Mutex<Core>,
     /// Who delivers: bit 0 ([`BUSY`]) is set while a thread delivers; above
     /// it, in units of [`CREDIT`], the changes handed off to the notifier.
@@ -183,6 +180,24 @@ thread_local! {
     static DELIVERING: Cell<(usize, u64)> = const { Cell::new((0, 0)) };
 }
 
+/// The wall clock a breaker reads again as it runs, boxed: most breakers
+/// have none.
+struct Wall {
+    clock: crate::recovery::schedule::WallClock,
+    /// From when the next locked operation reads the wall clock again
+    /// (`u64::MAX`: not while no schedule converts wall-clock time).
+    reanchor_at: AtomicU64,
+}
+
+impl Inner {
+    /// From when the next locked operation reads the wall clock again.
+    fn reanchor_at(&self) -> u64 {
+        self.wall
+            .as_ref()
+            .map_or(u64::MAX, |w| w.reanchor_at.load(Ordering::Relaxed))
+    }
+}
+
 /// What a call reads besides the gate's word, on the word's line: a refusal
 /// or a quiet success reads that line and its thread's count line, no
 /// other. Set at build; only `watch_from` changes, under the lock.
@@ -224,7 +239,9 @@ struct Core {
     queue: VecDeque<StateChange>,
     /// Changes dropped from a full queue.
     dropped_changes: u64,
-    last: Option<StateChange>,
+    /// Boxed at the first change and reused: a breaker that never changes
+    /// state keeps a pointer.
+    last: Option<Box<StateChange>>,
     /// The last `event_log_capacity` changes, oldest first; replaced whole
     /// at each change, so that a snapshot shares it.
     recent: Arc<[StateChange]>,
@@ -286,8 +303,12 @@ impl Breaker {
                     .call_path
                     .expect("build() checked that a call path is set"),
                 gate,
-                wall,
-                reanchor_at: AtomicU64::new(reanchor_at),
+                wall: wall.map(|clock| {
+                    Box::new(Wall {
+                        clock,
+                        reanchor_at: AtomicU64::new(reanchor_at),
+                    })
+                }),
                 core: Mutex::new(Core {
                     published,
                     machine,
@@ -817,7 +838,7 @@ impl Breaker {
             let changed = self.sync_gate(&mut core) || expired;
             (
                 core.machine.view(now),
-                core.last.clone(),
+                core.last.as_deref().cloned(),
                 Arc::clone(&core.recent),
                 core.dropped_changes,
                 changed,
@@ -955,14 +976,14 @@ impl Breaker {
     ) -> Result<(std::time::SystemTime, std::time::SystemTime), ConfigError> {
         // A fresh wall reading: "now" is the wall clock's, however long the
         // breaker has run.
-        let wall = self.inner.wall.as_ref().map(|w| w.read());
+        let wall = self.inner.wall.as_ref().map(|w| w.clock.read());
         let now = self.inner.hot().time.now();
         let window = {
             let mut core = self.lock();
-            if let Some(wall) = wall {
+            if let (Some(wall), Some(w)) = (wall, &self.inner.wall) {
                 core.machine.reanchor(wall, now);
                 // The schedule converts wall-clock time from now on.
-                let _ = self.inner.reanchor_at.compare_exchange(
+                let _ = w.reanchor_at.compare_exchange(
                     u64::MAX,
                     now.saturating_add(REANCHOR_EVERY),
                     Ordering::Relaxed,
@@ -1131,7 +1152,10 @@ impl Breaker {
             at: self.inner.hot().time.instant(t.at),
             seq: core.seq,
         };
-        core.last = Some(change.clone());
+        match &mut core.last {
+            Some(last) => **last = change.clone(),
+            None => core.last = Some(Box::new(change.clone())),
+        }
         let keep = core.machine.settings().event_log_capacity;
         if keep > 0 {
             let skip = (core.recent.len() + 1).saturating_sub(keep);
@@ -1198,33 +1222,28 @@ impl Breaker {
     /// while a schedule converts wall-clock time. Taken before the lock,
     /// so that no wall clock is read under it. One atomic load otherwise.
     fn wall_reading(&self) -> Option<(std::time::SystemTime, u64)> {
-        let due = self.inner.reanchor_at.load(Ordering::Relaxed);
+        let w = self.inner.wall.as_ref()?;
+        let due = w.reanchor_at.load(Ordering::Relaxed);
         if due == u64::MAX {
             return None;
         }
         let now = self.inner.hot().time.now();
         let next = now.saturating_add(REANCHOR_EVERY);
         if now < due
-            || self
-                .inner
-                .reanchor_at
+            || w.reanchor_at
                 .compare_exchange(due, next, Ordering::Relaxed, Ordering::Relaxed)
                 .is_err()
         {
             return None;
         }
-        let wall = self.inner.wall.as_ref()?.read();
+        let wall = w.clock.read();
         Some((wall, self.inner.hot().time.now()))
     }
 
     /// Stores from when a closed call takes the lock to be checked against
     /// a maintenance window.
     fn store_watch_from(&self, core: &Core, now: u64) {
-        let from = watch_from(
-            &core.machine,
-            now,
-            self.inner.reanchor_at.load(Ordering::Relaxed),
-        );
+        let from = watch_from(&core.machine, now, self.inner.reanchor_at());
         // Stored only on a change: the line is the one every call reads.
         let watch = &self.inner.hot().watch_from;
         if watch.load(Ordering::Relaxed) != from {
@@ -1505,5 +1524,12 @@ mod layout {
         // The gate's word and quiet deadline take 16 bytes of their line;
         // `Hot` must fit in the rest, or every call reads a line more.
         assert_eq!(size_of::<Gate<Hot>>(), size_of::<Gate>());
+    }
+
+    #[test]
+    fn the_shared_state_takes_at_most_fifteen_lines() {
+        // docs/performance.md accounts for every line; a field that adds
+        // one should be weighed there.
+        assert!(size_of::<super::Inner>() <= 15 * 128);
     }
 }

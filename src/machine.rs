@@ -95,10 +95,11 @@ const GENERATION_MASK: u64 = u64::MAX >> GATE_GENERATION_SHIFT;
 #[derive(Debug)]
 pub(crate) struct Machine {
     s: Settings,
-    slow_after: Option<u64>,
+    /// `u64::MAX` without a slow-call mark.
+    slow_after: u64,
     /// A probe slower than this has not shown recovery: the shorter of
     /// `slow_call_duration` and the latency policy's threshold.
-    probe_slow_after: Option<u64>,
+    probe_slow_after: u64,
     probe_budget: u64,
     state: State,
     entered_at: u64,
@@ -179,13 +180,13 @@ pub(crate) struct View {
 impl Machine {
     pub(crate) fn new(s: Settings, recovery: &Recovery, seed: u64, now: u64) -> Self {
         Machine {
-            slow_after: s.slow_call_duration.map(nanos),
+            slow_after: s.slow_call_duration.map_or(u64::MAX, nanos),
             probe_slow_after: s
                 .slow_call_duration
                 .into_iter()
                 .chain(s.latency_trip.as_ref().map(|l| l.threshold))
                 .min()
-                .map(nanos),
+                .map_or(u64::MAX, nanos),
             probe_budget: nanos(s.max_probe_duration),
             window: s.uses_window().then(|| match s.count_window {
                 Some(n) => Tally::Count(CountWindow::new(n)),
@@ -265,7 +266,7 @@ impl Machine {
         self.state == State::Closed
             && self.consecutive == 0
             && self.latency.is_none()
-            && self.slow_after.is_none()
+            && self.slow_after == u64::MAX
             && !self.judges_every_success()
             && !self.a_success_could_trip()
     }
@@ -315,7 +316,7 @@ impl Machine {
 
     /// Whether the slow-call clock must be read when a call starts.
     pub(crate) fn times_calls(&self) -> bool {
-        self.slow_after.is_some() || self.latency.is_some()
+        self.slow_after != u64::MAX || self.latency.is_some()
     }
 
     /// Decides whether a call may go at `now`.
@@ -483,7 +484,7 @@ impl Machine {
             }
             return expired;
         }
-        let slow = outcome == Verdict::Success && self.slow_after.is_some_and(|d| elapsed > d);
+        let slow = outcome == Verdict::Success && elapsed > self.slow_after;
         let t = &mut self.totals;
         t.calls += 1;
         match outcome {
@@ -522,7 +523,7 @@ impl Machine {
                 if expired(&probe) || self.probes.iter().flatten().any(expired) {
                     return Some(self.reopen(now, Reason::ProbeExpired));
                 }
-                let slow_probe = self.probe_slow_after.is_some_and(|d| elapsed > d);
+                let slow_probe = elapsed > self.probe_slow_after;
                 self.probe_outcome(now, outcome, slow_probe, elapsed)
             }
         }
