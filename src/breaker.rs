@@ -180,8 +180,9 @@ thread_local! {
     static DELIVERING: Cell<(usize, u64)> = const { Cell::new((0, 0)) };
 }
 
-/// The wall clock a breaker reads again as it runs, boxed: most breakers
-/// have none.
+/// The wall clock a breaker reads again as it runs, and when it next does:
+/// only locked operations read them, so they live in a box of their own,
+/// off the shared state's lines.
 struct Wall {
     clock: crate::recovery::schedule::WallClock,
     /// From when the next locked operation reads the wall clock again

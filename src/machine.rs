@@ -98,7 +98,8 @@ pub(crate) struct Machine {
     /// `u64::MAX` without a slow-call mark.
     slow_after: u64,
     /// A probe slower than this has not shown recovery: the shorter of
-    /// `slow_call_duration` and the latency policy's threshold.
+    /// `slow_call_duration` and the latency policy's threshold
+    /// (`u64::MAX`: neither is set).
     probe_slow_after: u64,
     probe_budget: u64,
     state: State,
