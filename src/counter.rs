@@ -1,11 +1,13 @@
 //! Counters that many threads increment without sharing a cache line.
 //!
-//! A breaker's counts that the hot path bumps without the lock live in a few
-//! lines of 128 bytes, one per slot: the quiet successes (for the gate,
-//! `src/gate.rs`), the refusals, and the calls admitted. A thread counts in
-//! one slot, chosen once per thread for the whole process, and a reader sums
-//! the slots. Two threads on different slots never move a line between
-//! their cores, which a single shared counter does on every increment.
+//! A breaker's counts that the hot path bumps without the lock live in a
+//! cell per slot, each slot's cell on a line of 128 bytes that only that
+//! slot's thread writes in a call (shared with four other breakers' cells,
+//! see `cells` below): the quiet successes (for the gate, `src/gate.rs`), the
+//! refusals, and the calls admitted. A thread counts in one slot, chosen once
+//! per thread for the whole process, and a reader sums the slots. Two
+//! threads on different slots never move a line between their cores, which
+//! a single shared counter does on every increment.
 //!
 //! Every slot but the last belongs to **one thread at a time**: the first
 //! threads that count each take one for as long as they live, and give it
@@ -37,14 +39,156 @@ const SHARED: usize = SLOTS - 1;
 const MASK: usize = SLOTS - 1;
 const _: () = assert!(SLOTS.is_power_of_two());
 
-/// One thread's counts, on a line of its own.
-#[repr(align(128))]
-struct Line {
+/// One breaker's counts in one slot.
+struct Cell {
     /// The tag (high 32 bits) and count (low 32 bits) of quiet successes.
     quiet: AtomicU64,
     refusals: AtomicU64,
     admitted: AtomicU64,
 }
+
+impl Cell {
+    fn new(tag: u32) -> Cell {
+        Cell {
+            quiet: AtomicU64::new(tagged(tag, 0)),
+            refusals: AtomicU64::new(0),
+            admitted: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Where a breaker's cells live: one per slot, each on that slot's line.
+///
+/// A slot's line is written by one thread (its owner) whichever breaker it
+/// counts for, so the cells of several breakers share it: five breakers'
+/// counts, one cell each, in each of the [`SLOTS`] lines of a block. Blocks
+/// are made as breakers need them and never freed; a breaker gives its
+/// cells back when it is dropped, to the next breaker built. So the blocks
+/// of a process are bounded by the most breakers alive at once, not by how
+/// many came and went, and a breaker takes 4 × 24 bytes of them, not four
+/// lines of 128.
+#[cfg(not(loom))]
+mod cells {
+    use super::{tagged, Cell, MASK, SLOTS};
+    use crate::sync::Ordering;
+    use parking_lot::Mutex;
+
+    /// Breakers whose counts share a slot's line: five cells of 24 bytes.
+    const PER_LINE: usize = 5;
+
+    /// Which cell of a line is a breaker's. A type with five values, so
+    /// that indexing a line's cells with it needs no bounds check.
+    #[derive(Clone, Copy)]
+    #[repr(u8)]
+    enum Pos {
+        P0,
+        P1,
+        P2,
+        P3,
+        P4,
+    }
+
+    const POSITIONS: [Pos; PER_LINE] = [Pos::P0, Pos::P1, Pos::P2, Pos::P3, Pos::P4];
+
+    /// A slot's cells for the breakers of one block.
+    #[repr(align(128))]
+    struct Line([Cell; PER_LINE]);
+
+    struct Block([Line; SLOTS]);
+
+    /// The cells no breaker holds. Its length is at most the cells of every
+    /// block made, so it is bounded as the blocks are.
+    static FREE: Mutex<Vec<(&'static Block, Pos)>> = parking_lot::const_mutex(Vec::new());
+
+    /// A breaker's cells: the same position in each of a block's lines.
+    pub(super) struct Cells {
+        block: &'static Block,
+        pos: Pos,
+    }
+
+    impl Cells {
+        /// Cells of their own, the quiet counts tagged `tag`, every count 0.
+        pub(super) fn new(tag: u32) -> Cells {
+            let (block, pos) = {
+                let mut free = FREE.lock();
+                match free.pop() {
+                    Some(cells) => cells,
+                    None => {
+                        let block: &'static Block =
+                            Box::leak(Box::new(Block(std::array::from_fn(|_| {
+                                Line(std::array::from_fn(|_| Cell::new(0)))
+                            }))));
+                        free.extend(POSITIONS[1..].iter().map(|&pos| (block, pos)));
+                        (block, POSITIONS[0])
+                    }
+                }
+            };
+            // Whatever a breaker that held them left: its last counts
+            // happened before it was dropped and gave them back under the
+            // lock, so these stores come after them.
+            let cells = Cells { block, pos };
+            for c in cells.iter() {
+                c.quiet.store(tagged(tag, 0), Ordering::Relaxed);
+                c.refusals.store(0, Ordering::Relaxed);
+                c.admitted.store(0, Ordering::Relaxed);
+            }
+            cells
+        }
+
+        /// The cell for `slot`.
+        #[inline(always)]
+        pub(super) fn get(&self, slot: usize) -> &Cell {
+            &self.block.0[slot & MASK].0[self.pos as usize]
+        }
+
+        /// The cells of every slot.
+        pub(super) fn iter(&self) -> impl Iterator<Item = &Cell> {
+            self.block.0.iter().map(|l| &l.0[self.pos as usize])
+        }
+    }
+
+    impl Drop for Cells {
+        fn drop(&mut self) {
+            FREE.lock().push((self.block, self.pos));
+        }
+    }
+
+    /// Whether `a` and `b` are cells of one block, for the tests.
+    #[cfg(test)]
+    pub(super) fn same_block(a: &Cells, b: &Cells) -> bool {
+        std::ptr::eq(a.block, b.block)
+    }
+}
+
+/// Under the model checker, a breaker's cells are its own, one line per
+/// slot: the model's atomics cannot outlive a run, and where the cells
+/// live changes nothing the model checks.
+#[cfg(loom)]
+mod cells {
+    use super::{Cell, MASK, SLOTS};
+
+    #[repr(align(128))]
+    struct Line(Cell);
+
+    pub(super) struct Cells([Line; SLOTS]);
+
+    impl Cells {
+        pub(super) fn new(tag: u32) -> Cells {
+            Cells(std::array::from_fn(|_| Line(Cell::new(tag))))
+        }
+
+        #[inline(always)]
+        pub(super) fn get(&self, slot: usize) -> &Cell {
+            &self.0[slot & MASK].0
+        }
+
+        pub(super) fn iter(&self) -> impl Iterator<Item = &Cell> {
+            self.0.iter().map(|l| &l.0)
+        }
+    }
+}
+
+use cells::Cells;
 
 #[cfg(not(loom))]
 mod thread_slot {
@@ -172,7 +316,7 @@ fn bump(a: &AtomicU64, owned: bool) {
     }
 }
 
-/// A breaker's counts kept without the lock, one line per slot.
+/// A breaker's counts kept without the lock, a cell per slot.
 ///
 /// - [`try_add_quiet`](Self::try_add_quiet) adds a quiet success only if
 ///   this thread's slot carries the given tag, in one compare-and-swap: an
@@ -190,22 +334,18 @@ fn bump(a: &AtomicU64, owned: bool) {
 /// A slot's quiet count is 32 bits: a slot that is full refuses the
 /// increment (the caller then takes the lock, which empties it), so nothing
 /// is lost and nothing saturates.
-pub(crate) struct PerThread([Line; SLOTS]);
+pub(crate) struct PerThread(Cells);
 
 impl PerThread {
     pub(crate) fn new(tag: u32) -> Self {
-        PerThread(std::array::from_fn(|_| Line {
-            quiet: AtomicU64::new(tagged(tag, 0)),
-            refusals: AtomicU64::new(0),
-            admitted: AtomicU64::new(0),
-        }))
+        PerThread(Cells::new(tag))
     }
 
     /// Adds one quiet success to this thread's slot if it carries `tag` and
     /// is not full.
     #[inline(always)]
     pub(crate) fn try_add_quiet(&self, tag: u32) -> bool {
-        let q = &self.0[slot().0 & MASK].quiet;
+        let q = &self.0.get(slot().0).quiet;
         let mut current = q.load(Ordering::Relaxed);
         loop {
             if current >> TAG_SHIFT != u64::from(tag) || current & COUNT_MASK == COUNT_MASK {
@@ -227,7 +367,7 @@ impl PerThread {
     /// they held.
     pub(crate) fn take_quiet(&self, tag: u32) -> u64 {
         let mut n = 0;
-        for l in &self.0 {
+        for l in self.0.iter() {
             if l.quiet.load(Ordering::Relaxed) & COUNT_MASK != 0 {
                 n += l.quiet.swap(tagged(tag, 0), Ordering::Relaxed) & COUNT_MASK;
             }
@@ -248,14 +388,14 @@ impl PerThread {
     #[inline(always)]
     pub(crate) fn add_refusal(&self) {
         let (i, owned) = slot();
-        bump(&self.0[i & MASK].refusals, owned);
+        bump(&self.0.get(i).refusals, owned);
     }
 
     /// Counts one admitted call.
     #[inline(always)]
     pub(crate) fn add_admitted(&self) {
         let (i, owned) = slot();
-        bump(&self.0[i & MASK].admitted, owned);
+        bump(&self.0.get(i).admitted, owned);
     }
 
     /// The refusals counted.
@@ -383,6 +523,39 @@ mod tests {
     }
 
     #[test]
+    fn a_breakers_cells_come_back_empty_to_the_next_breaker() {
+        let dirty: Vec<PerThread> = (0..10).map(|_| PerThread::new(3)).collect();
+        for c in &dirty {
+            c.add_refusal();
+            c.add_admitted();
+            assert!(c.try_add_quiet(3));
+        }
+        drop(dirty);
+        // The cells just given back are the first taken again.
+        for c in (0..10).map(|_| PerThread::new(5)).collect::<Vec<_>>() {
+            assert_eq!(c.refusals(), 0);
+            assert_eq!(c.admitted(), 0);
+            assert_eq!(c.take_quiet(5), 0);
+            assert!(!c.try_add_quiet(3), "the old tag is gone");
+            assert!(c.try_add_quiet(5));
+        }
+    }
+
+    #[test]
+    fn breakers_come_and_go_on_the_same_few_blocks() {
+        // Without giving cells back, 1,000 breakers one after another
+        // would take 200 blocks.
+        let mut blocks: Vec<PerThread> = Vec::new();
+        for _ in 0..1_000 {
+            let c = PerThread::new(0);
+            if !blocks.iter().any(|b| cells::same_block(&b.0, &c.0)) {
+                blocks.push(c);
+            }
+            assert!(blocks.len() <= 20, "{} blocks", blocks.len());
+        }
+    }
+
+    #[test]
     fn a_tagged_slot_counts_only_for_its_own_tag() {
         let c = PerThread::new(7);
         assert!(c.try_add_quiet(7));
@@ -399,7 +572,7 @@ mod tests {
     #[test]
     fn a_full_slot_refuses_rather_than_saturating() {
         let c = PerThread::new(1);
-        c.0[slot().0]
+        c.0.get(slot().0)
             .quiet
             .store(tagged(1, COUNT_MASK - 1), Ordering::Relaxed);
         assert!(c.try_add_quiet(1));

@@ -36,13 +36,17 @@ use crate::sync::{AtomicU64, Ordering};
 /// The bits of a closed word that hold the tag.
 const TAG_FIELD: u64 = (u32::MAX as u64) << GATE_TAG_SHIFT;
 
-/// The word and the quiet deadline, on one read-mostly line, with `hot`:
-/// what the holder's hot path reads beside the word and never writes (its
-/// time source, name and flags), so that a call reads one shared line.
+/// The word and the quiet deadline, on one read-mostly line, with where the
+/// counts are and `hot`: what the holder's hot path reads beside the word
+/// and never writes (its time source and flags), so that a call reads one
+/// shared line and its thread's count line.
 #[repr(align(128))]
 struct Line<H> {
     word: AtomicU64,
     quiet_until: AtomicU64,
+    /// The quiet successes, and the other counts the hot path keeps without
+    /// the lock (refusals, admissions), on a line per thread slot.
+    counts: PerThread,
     hot: H,
 }
 
@@ -50,9 +54,6 @@ struct Line<H> {
 /// the counts of its per-thread lines; `H` rides on the word's line.
 pub(crate) struct Gate<H = ()> {
     line: Line<H>,
-    /// The quiet successes, and the other counts the hot path keeps without
-    /// the lock (refusals, admissions), one line per thread slot.
-    counts: PerThread,
 }
 
 /// What the gate last published: kept under the lock, so the gate is
@@ -79,9 +80,9 @@ impl<H> Gate<H> {
             line: Line {
                 word: AtomicU64::new(tagged(word, 0)),
                 quiet_until: AtomicU64::new(deadline),
+                counts: PerThread::new(0),
                 hot,
             },
-            counts: PerThread::new(0),
         };
         (gate, p)
     }
@@ -120,7 +121,8 @@ impl<H> Gate<H> {
         if windowed && now() >= self.line.quiet_until.load(Ordering::Acquire) {
             return false;
         }
-        self.counts
+        self.line
+            .counts
             .try_add_quiet(((word & TAG_FIELD) >> GATE_TAG_SHIFT) as u32)
     }
 
@@ -128,14 +130,14 @@ impl<H> Gate<H> {
     /// counts beside the quiet successes.
     #[inline(always)]
     pub(crate) fn counts(&self) -> &PerThread {
-        &self.counts
+        &self.line.counts
     }
 
     /// Under the lock: the quiet successes counted since the last take, all
     /// in the period `p` names.
     #[inline]
     pub(crate) fn take_quiet(&self, p: &Published) -> u64 {
-        self.counts.take_quiet(p.tag)
+        self.line.counts.take_quiet(p.tag)
     }
 
     /// Under the lock, after an operation on the machine `m`: publishes
@@ -164,7 +166,7 @@ impl<H> Gate<H> {
         let mut result = None;
         if p.word & 3 == GATE_CLOSED && p.word & GATE_QUIET_SUCCESS != 0 {
             p.tag = p.tag.wrapping_add(1);
-            let n = self.counts.retag_quiet(p.tag);
+            let n = self.line.counts.retag_quiet(p.tag);
             if n > 0 {
                 result = late(m, n, p.word >> GATE_GENERATION_SHIFT);
             }

@@ -131,10 +131,12 @@ pub(crate) struct Machine {
     /// a breaker that does not time its calls keeps a pointer.
     durations: Option<Box<CallDurations>>,
     /// When an operator override ends by itself, if it does.
-    override_until: Option<u64>,
+    /// `u64::MAX` without one (an end 584 years after the build is none);
+    /// read through [`Machine::override_until`].
+    override_until: u64,
     /// The instants of the latest trips, a ring of `flapping_trips` slots.
     recent_trips: Box<[u64]>,
-    next_trip_slot: usize,
+    next_trip_slot: u32,
     /// Ramp-up, maintenance windows and deadlines (`src/trading/`).
     recovering: Recovering,
     /// Successes in a row in the current state (gobreaker's
@@ -205,7 +207,7 @@ impl Machine {
             probes: vec![None; s.half_open_max_calls as usize].into_boxed_slice(),
             recent_trips: vec![u64::MAX; s.flapping_trips.unwrap_or(0) as usize].into_boxed_slice(),
             next_trip_slot: 0,
-            override_until: None,
+            override_until: u64::MAX,
             recovering: Recovering::new(recovery),
             s,
             state: State::Closed,
@@ -247,7 +249,11 @@ impl Machine {
             }
             State::HalfOpen | State::ForcedClosed => GATE_HALF_OPEN,
             State::ForcedOpen => {
-                (self.override_until.map_or(0, |u| u.clamp(1, u64::MAX >> 2)) << 2) | GATE_FORCED
+                (self
+                    .override_until()
+                    .map_or(0, |u| u.clamp(1, u64::MAX >> 2))
+                    << 2)
+                    | GATE_FORCED
             }
             State::Open => (self.open_until.min(u64::MAX >> 2) << 2) | GATE_OPEN,
         }
@@ -683,8 +689,9 @@ impl Machine {
         self.reopens = 0;
         self.trips += 1;
         if !self.recent_trips.is_empty() {
-            self.recent_trips[self.next_trip_slot] = now;
-            self.next_trip_slot = (self.next_trip_slot + 1) % self.recent_trips.len();
+            let slot = self.next_trip_slot as usize % self.recent_trips.len();
+            self.recent_trips[slot] = now;
+            self.next_trip_slot = ((slot + 1) % self.recent_trips.len()) as u32;
         }
         self.open(now, reason)
     }
@@ -784,7 +791,7 @@ impl Machine {
     ) -> Transition {
         self.open_period = 0;
         let t = self.enter(now, State::ForcedOpen, Reason::ForcedOpen { actor, note });
-        self.override_until = until;
+        self.override_until = until.unwrap_or(u64::MAX);
         t
     }
 
@@ -800,7 +807,7 @@ impl Machine {
         let mut t = self.close(now, Reason::ForcedClosed { actor, note });
         self.state = State::ForcedClosed;
         t.to = State::ForcedClosed;
-        self.override_until = until;
+        self.override_until = until.unwrap_or(u64::MAX);
         t
     }
 
@@ -851,8 +858,13 @@ impl Machine {
         }
     }
 
+    /// When an operator override ends by itself, if it does.
+    fn override_until(&self) -> Option<u64> {
+        (self.override_until != u64::MAX).then_some(self.override_until)
+    }
+
     fn override_expired(&self, now: u64) -> bool {
-        self.state.is_forced() && self.override_until.is_some_and(|u| now >= u)
+        self.state.is_forced() && self.override_until().is_some_and(|u| now >= u)
     }
 
     /// Ends an override whose time is up: back to closed, with the counters
@@ -863,7 +875,7 @@ impl Machine {
         }
         // The time since the expiry is closed time, as snapshots read it.
         self.account(now);
-        self.override_until = None;
+        self.override_until = u64::MAX;
         Some(self.close(now, Reason::OverrideExpired))
     }
 
@@ -871,7 +883,7 @@ impl Machine {
     /// backoff. Lifetime totals are kept.
     pub(crate) fn reset(&mut self, now: u64, actor: Arc<str>, note: Arc<str>) -> Transition {
         self.account(now);
-        self.override_until = None;
+        self.override_until = u64::MAX;
         self.close(now, Reason::Reset { actor, note })
     }
 
@@ -976,9 +988,7 @@ impl Machine {
         }
         let (split, after) = match self.state {
             State::Open => (self.open_until, State::HalfOpen),
-            State::ForcedOpen | State::ForcedClosed => {
-                (self.override_until.unwrap_or(u64::MAX), State::Closed)
-            }
+            State::ForcedOpen | State::ForcedClosed => (self.override_until, State::Closed),
             s => (u64::MAX, s),
         };
         let mid = split.clamp(from, now);
@@ -1016,7 +1026,7 @@ impl Machine {
             latency_breaches: self.latency.as_ref().map_or(0, |l| l.breaches()),
             backoff_step: self.reopens,
             override_remaining: self
-                .override_until
+                .override_until()
                 .filter(|_| self.state.is_forced())
                 .map(|u| u.saturating_sub(now)),
             flapping: self.flapping(now),
@@ -1051,7 +1061,7 @@ impl Machine {
             }
             // An override past its expiry: the next call ends it.
             State::Closed if self.state.is_forced() => {
-                let until = self.override_until.unwrap_or(now);
+                let until = self.override_until().unwrap_or(now);
                 v.state = State::Closed;
                 v.in_state = now.saturating_sub(until);
                 v.override_remaining = None;
