@@ -110,12 +110,21 @@ fn allocs_per_failure(mut call: impl FnMut(bool)) -> f64 {
     made as f64 / failures as f64
 }
 
-/// The value `build` returns, its inline size, and the heap bytes it holds.
-fn footprint<T>(build: impl FnOnce() -> T) -> (T, usize, u64) {
+/// How many values `footprint` builds and holds at once.
+const HELD: usize = 1_000;
+
+/// [`HELD`] values `build` returns, held at once, the inline size of one,
+/// and the heap bytes each holds on average: what one value holds of its
+/// own, plus its share of what several share (fusebox's blocks of count
+/// lines, one for five breakers).
+fn footprint<T>(build: impl Fn() -> T) -> (Vec<T>, usize, u64) {
+    let mut values = Vec::with_capacity(HELD);
     let before = LIVE.load(Ordering::Relaxed);
-    let value = black_box(build());
+    for _ in 0..HELD {
+        values.push(black_box(build()));
+    }
     let heap = LIVE.load(Ordering::Relaxed) - before;
-    (value, std::mem::size_of::<T>(), heap)
+    (values, std::mem::size_of::<T>(), heap / HELD as u64)
 }
 
 fn fusebox(cheapest: bool) -> Breaker {
@@ -290,6 +299,10 @@ fn main() {
     );
 
     println!("\n## Bytes per breaker\n");
+    println!(
+        "{HELD} of each held at once; heap at build is their mean (fusebox's \
+         blocks of count lines, one for five breakers, shared out).\n"
+    );
     println!("| breaker | inline (size_of) | heap at build | total |");
     println!("|---|---:|---:|---:|");
     let row = |who: &str, inline: usize, heap: u64| {
