@@ -41,7 +41,7 @@ impl Rng {
 }
 
 /// The backoff policy, copied out of the validated configuration.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Backoff {
     pub(crate) base: Duration,
     pub(crate) multiplier: f64,

@@ -143,8 +143,10 @@ impl fmt::Debug for Note {
 /// breaker that has not failed carries a pointer instead of a note, and a
 /// failure after the first allocates nothing.
 #[derive(Default)]
-pub(crate) struct LastNote {
-    note: Option<Box<Note>>,
+pub(crate) struct LastNote(Option<Box<Kept>>);
+
+struct Kept {
+    note: Note,
     /// Whether the note is from the current state's period.
     fresh: bool,
 }
@@ -152,21 +154,25 @@ pub(crate) struct LastNote {
 impl LastNote {
     /// Keeps `note` as the last failure's.
     pub(crate) fn set(&mut self, note: &Note) {
-        match &mut self.note {
-            Some(kept) => **kept = *note,
-            None => self.note = Some(Box::new(*note)),
+        match &mut self.0 {
+            Some(kept) => {
+                kept.note = *note;
+                kept.fresh = true;
+            }
+            None => {
+                self.0 = Some(Box::new(Kept {
+                    note: *note,
+                    fresh: true,
+                }));
+            }
         }
-        self.fresh = true;
     }
 
     /// The last failure's note, if one came since the last call; forgets
     /// it (a state change starts a new period).
     pub(crate) fn take(&mut self) -> Option<&Note> {
-        if std::mem::take(&mut self.fresh) {
-            self.note.as_deref()
-        } else {
-            None
-        }
+        let kept = self.0.as_deref_mut()?;
+        std::mem::take(&mut kept.fresh).then_some(&kept.note)
     }
 }
 
@@ -225,7 +231,7 @@ mod tests {
         assert!(last.take().is_none(), "nothing failed yet");
         let first = Note::new::<std::io::Error>(Some(&"reset"));
         last.set(&first);
-        let kept = last.note.as_deref().map(|n| n as *const Note);
+        let kept = last.0.as_deref().map(|k| k as *const Kept);
         assert_eq!(
             last.take().map(|n| n.cause().message().to_owned()),
             Some("reset".into())
@@ -233,7 +239,7 @@ mod tests {
         assert!(last.take().is_none(), "taken once");
         last.set(&Note::new::<std::io::Error>(Some(&"refused")));
         assert_eq!(
-            last.note.as_deref().map(|n| n as *const Note),
+            last.0.as_deref().map(|k| k as *const Kept),
             kept,
             "same box"
         );

@@ -15,6 +15,11 @@ use crate::{Breaker, CallPath, Classifier, ConfigError, LatencyTrip, ResultClass
 
 pub(crate) type Callback = Arc<dyn Fn(&StateChange) + Send + Sync>;
 
+/// A weak handle on each set of settings some live breaker runs on
+/// ([`Settings::shared`]).
+static LIVE_SETTINGS: parking_lot::Mutex<Vec<std::sync::Weak<Settings>>> =
+    parking_lot::const_mutex(Vec::new());
+
 /// The validated numeric settings a breaker runs on.
 #[derive(Clone, Debug)]
 pub(crate) struct Settings {
@@ -48,6 +53,92 @@ pub(crate) struct Settings {
 }
 
 impl Settings {
+    /// Whether `self` and `o` are the same settings, so that breakers can
+    /// share one copy. A function (trip predicate, open period) is the same
+    /// only as a clone of the same function. Every field is named, so that
+    /// a new one cannot be left out.
+    fn same(&self, o: &Settings) -> bool {
+        let Settings {
+            failure_threshold,
+            failure_window,
+            window_failure_threshold,
+            failure_rate_threshold,
+            minimum_calls,
+            slow_call_duration,
+            slow_call_rate_threshold,
+            backoff,
+            half_open_max_calls,
+            half_open_success_threshold,
+            max_probe_duration,
+            latency_trip,
+            flapping_trips,
+            flapping_window,
+            trip_predicate,
+            open_period,
+            count_window,
+            closed_interval,
+            half_open_max_probes,
+            half_open_rate,
+            count_in_flight,
+            call_duration_buckets,
+            event_log_capacity,
+        } = self;
+        *failure_threshold == o.failure_threshold
+            && *failure_window == o.failure_window
+            && *window_failure_threshold == o.window_failure_threshold
+            && *failure_rate_threshold == o.failure_rate_threshold
+            && *minimum_calls == o.minimum_calls
+            && *slow_call_duration == o.slow_call_duration
+            && *slow_call_rate_threshold == o.slow_call_rate_threshold
+            && *backoff == o.backoff
+            && *half_open_max_calls == o.half_open_max_calls
+            && *half_open_success_threshold == o.half_open_success_threshold
+            && *max_probe_duration == o.max_probe_duration
+            && *latency_trip == o.latency_trip
+            && *flapping_trips == o.flapping_trips
+            && *flapping_window == o.flapping_window
+            && match (trip_predicate, &o.trip_predicate) {
+                (None, None) => true,
+                (Some(a), Some(b)) => a.same(b),
+                _ => false,
+            }
+            && match (open_period, &o.open_period) {
+                (None, None) => true,
+                (Some(a), Some(b)) => a.same(b),
+                _ => false,
+            }
+            && *count_window == o.count_window
+            && *closed_interval == o.closed_interval
+            && *half_open_max_probes == o.half_open_max_probes
+            && *half_open_rate == o.half_open_rate
+            && *count_in_flight == o.count_in_flight
+            && *call_duration_buckets == o.call_duration_buckets
+            && *event_log_capacity == o.event_log_capacity
+    }
+
+    /// The settings of a breaker about to be built: the copy another live
+    /// breaker runs on if their settings are the same, else `s`, kept for
+    /// the next. Breakers alike share one copy (328 bytes), whether built
+    /// from one [`BreakerConfig`] or from builders set alike. The list holds
+    /// a weak handle per set of settings some live breaker runs on; the
+    /// handles of settings no breaker runs on any more are dropped at each
+    /// build, so the list is bounded by the distinct settings alive at once.
+    pub(crate) fn shared(s: Arc<Settings>) -> Arc<Settings> {
+        let mut live = LIVE_SETTINGS.lock();
+        live.retain(|w| w.strong_count() > 0);
+        let same = live
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .find(|t| Arc::ptr_eq(t, &s) || t.same(&s));
+        match same {
+            Some(t) => t,
+            None => {
+                live.push(Arc::downgrade(&s));
+                s
+            }
+        }
+    }
+
     /// Whether any condition needs the sliding window.
     pub(crate) fn uses_window(&self) -> bool {
         self.window_failure_threshold.is_some()
@@ -148,7 +239,9 @@ pub struct BreakerBuilder<T = Breaker> {
     pub(crate) delivery: Delivery,
     pub(crate) jitter_seed: Option<u64>,
     pub(crate) result_classifier: Option<ResultClassifier>,
-    pub(crate) settings: Settings,
+    /// Shared with the builders and configurations cloned from this one
+    /// until one of them changes a setting.
+    pub(crate) settings: Arc<Settings>,
     /// Ramp-up, maintenance windows, deadlines (`src/trading/`): read once
     /// at build, into the machine's `Recovering`, and not kept.
     pub(crate) recovery: crate::recovery::Recovery,
@@ -177,14 +270,14 @@ macro_rules! setter {
     ($(#[$doc:meta])* $name:ident: $ty:ty => $($path:ident).+) => {
         $(#[$doc])*
         pub fn $name(mut self, value: $ty) -> Self {
-            self.settings.$($path).+ = value;
+            Arc::make_mut(&mut self.settings).$($path).+ = value;
             self
         }
     };
     ($(#[$doc:meta])* $name:ident: into $ty:ty => $($path:ident).+) => {
         $(#[$doc])*
         pub fn $name(mut self, value: impl Into<Option<$ty>>) -> Self {
-            self.settings.$($path).+ = value.into();
+            Arc::make_mut(&mut self.settings).$($path).+ = value.into();
             self
         }
     };
@@ -201,7 +294,7 @@ impl<T> BreakerBuilder<T> {
             delivery: Delivery::Caller,
             jitter_seed: None,
             result_classifier: None,
-            settings: Settings::default(),
+            settings: Arc::default(),
             recovery: crate::recovery::Recovery::default(),
             probe_thread: None,
             target: PhantomData,
@@ -276,7 +369,7 @@ impl<T> BreakerBuilder<T> {
         slow_call_rate_threshold: into f64 => slow_call_rate_threshold);
     /// A latency-percentile trip policy.
     pub fn latency_trip(mut self, value: impl Into<Option<LatencyTrip>>) -> Self {
-        self.settings.latency_trip = value.into().map(Box::new);
+        Arc::make_mut(&mut self.settings).latency_trip = value.into().map(Box::new);
         self
     }
     setter!(
@@ -393,7 +486,8 @@ impl<T> BreakerBuilder<T> {
     /// Cost: one search over the bounds per timed call, under the lock the
     /// call takes anyway; no clock read of its own.
     pub fn call_duration_buckets(mut self, bounds: impl Into<Vec<Duration>>) -> Self {
-        self.settings.call_duration_buckets = std::borrow::Cow::Owned(bounds.into());
+        Arc::make_mut(&mut self.settings).call_duration_buckets =
+            std::borrow::Cow::Owned(bounds.into());
         self
     }
 
@@ -754,5 +848,61 @@ impl BreakerConfig {
         let mut builder = self.builder.clone();
         builder.name = name.into();
         builder
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_minimum_calls(n: u32) -> Arc<Settings> {
+        Arc::new(Settings {
+            minimum_calls: n,
+            ..Settings::default()
+        })
+    }
+
+    #[test]
+    fn breakers_set_alike_share_one_copy_of_their_settings() {
+        let a = Settings::shared(with_minimum_calls(1_000_001));
+        let b = Settings::shared(with_minimum_calls(1_000_001));
+        assert!(Arc::ptr_eq(&a, &b));
+        let c = Settings::shared(with_minimum_calls(1_000_002));
+        assert!(!Arc::ptr_eq(&a, &c), "other settings, another copy");
+    }
+
+    #[test]
+    fn settings_with_functions_are_shared_only_with_the_same_function() {
+        let period = |f: OpenPeriod| {
+            Arc::new(Settings {
+                minimum_calls: 1_000_003,
+                open_period: Some(f),
+                ..Settings::default()
+            })
+        };
+        let one = OpenPeriod::new(|_| Duration::from_secs(1));
+        let a = Settings::shared(period(one.clone()));
+        let b = Settings::shared(period(one));
+        assert!(Arc::ptr_eq(&a, &b), "a clone of one function is the same");
+        let c = Settings::shared(period(OpenPeriod::new(|_| Duration::from_secs(1))));
+        assert!(!Arc::ptr_eq(&a, &c), "an equal function is not the same");
+    }
+
+    #[test]
+    fn a_setting_changed_on_a_copy_of_a_builder_stays_on_that_copy() {
+        let a = Breaker::builder("a").minimum_calls(3);
+        let b = a.clone().minimum_calls(4);
+        assert_eq!(a.settings.minimum_calls, 3);
+        assert_eq!(b.settings.minimum_calls, 4);
+    }
+
+    #[test]
+    fn settings_no_breaker_runs_on_are_let_go() {
+        // 1,000 sets of settings one after another, each dropped before
+        // the next: the list keeps none of them for long.
+        for n in 0..1_000 {
+            drop(Settings::shared(with_minimum_calls(2_000_000 + n)));
+            assert!(LIVE_SETTINGS.lock().len() < 100);
+        }
     }
 }

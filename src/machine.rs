@@ -94,14 +94,9 @@ const GENERATION_MASK: u64 = u64::MAX >> GATE_GENERATION_SHIFT;
 
 #[derive(Debug)]
 pub(crate) struct Machine {
-    s: Settings,
-    /// `u64::MAX` without a slow-call mark.
-    slow_after: u64,
-    /// A probe slower than this has not shown recovery: the shorter of
-    /// `slow_call_duration` and the latency policy's threshold
-    /// (`u64::MAX`: neither is set).
-    probe_slow_after: u64,
-    probe_budget: u64,
+    /// Shared by the breakers whose settings are the same
+    /// ([`Settings::shared`]).
+    s: Arc<Settings>,
     state: State,
     entered_at: u64,
     generation: u64,
@@ -136,7 +131,8 @@ pub(crate) struct Machine {
     override_until: u64,
     /// The instants of the latest trips, a ring of `flapping_trips` slots.
     recent_trips: Box<[u64]>,
-    next_trip_slot: u32,
+    /// Below `flapping_trips`, at most 64.
+    next_trip_slot: u8,
     /// Ramp-up, maintenance windows and deadlines (`src/trading/`).
     recovering: Recovering,
     /// Successes in a row in the current state (gobreaker's
@@ -181,16 +177,8 @@ pub(crate) struct View {
 }
 
 impl Machine {
-    pub(crate) fn new(s: Settings, recovery: &Recovery, seed: u64, now: u64) -> Self {
+    pub(crate) fn new(s: Arc<Settings>, recovery: &Recovery, seed: u64, now: u64) -> Self {
         Machine {
-            slow_after: s.slow_call_duration.map_or(u64::MAX, nanos),
-            probe_slow_after: s
-                .slow_call_duration
-                .into_iter()
-                .chain(s.latency_trip.as_ref().map(|l| l.threshold))
-                .min()
-                .map_or(u64::MAX, nanos),
-            probe_budget: nanos(s.max_probe_duration),
             window: s.uses_window().then(|| match s.count_window {
                 Some(n) => Tally::Count(CountWindow::new(n)),
                 None => Tally::Time(Window::new(nanos(s.failure_window))),
@@ -273,7 +261,7 @@ impl Machine {
         self.state == State::Closed
             && self.consecutive == 0
             && self.latency.is_none()
-            && self.slow_after == u64::MAX
+            && self.slow_after() == u64::MAX
             && !self.judges_every_success()
             && !self.a_success_could_trip()
     }
@@ -323,7 +311,35 @@ impl Machine {
 
     /// Whether the slow-call clock must be read when a call starts.
     pub(crate) fn times_calls(&self) -> bool {
-        self.slow_after != u64::MAX || self.latency.is_some()
+        self.slow_after() != u64::MAX || self.latency.is_some()
+    }
+
+    // Read from the settings when needed rather than kept per breaker: the
+    // settings are shared, and a conversion costs less than a line of
+    // every breaker.
+
+    /// A successful call slower than this is slow (`u64::MAX` without a
+    /// slow-call mark).
+    fn slow_after(&self) -> u64 {
+        self.s.slow_call_duration.map_or(u64::MAX, nanos)
+    }
+
+    /// A probe slower than this has not shown recovery: the shorter of
+    /// `slow_call_duration` and the latency policy's threshold (`u64::MAX`:
+    /// neither is set).
+    fn probe_slow_after(&self) -> u64 {
+        let latency = self.s.latency_trip.as_ref().map(|l| l.threshold);
+        self.s
+            .slow_call_duration
+            .into_iter()
+            .chain(latency)
+            .min()
+            .map_or(u64::MAX, nanos)
+    }
+
+    /// How long a probe may take before it is taken for failed.
+    fn probe_budget(&self) -> u64 {
+        nanos(self.s.max_probe_duration)
     }
 
     /// Decides whether a call may go at `now`.
@@ -433,14 +449,12 @@ impl Machine {
             return None;
         }
         self.probes_admitted += 1;
+        let deadline = now.saturating_add(self.probe_budget());
         match self.probes.iter_mut().find(|p| p.is_none()) {
             Some(slot) => {
                 self.next_probe_id += 1;
                 let id = self.next_probe_id;
-                *slot = Some(Probe {
-                    id,
-                    deadline: now.saturating_add(self.probe_budget),
-                });
+                *slot = Some(Probe { id, deadline });
                 Some(Ticket::Probe { id })
             }
             None => {
@@ -491,7 +505,7 @@ impl Machine {
             }
             return expired;
         }
-        let slow = outcome == Verdict::Success && elapsed > self.slow_after;
+        let slow = outcome == Verdict::Success && elapsed > self.slow_after();
         let t = &mut self.totals;
         t.calls += 1;
         match outcome {
@@ -530,7 +544,7 @@ impl Machine {
                 if expired(&probe) || self.probes.iter().flatten().any(expired) {
                     return Some(self.reopen(now, Reason::ProbeExpired));
                 }
-                let slow_probe = elapsed > self.probe_slow_after;
+                let slow_probe = elapsed > self.probe_slow_after();
                 self.probe_outcome(now, outcome, slow_probe, elapsed)
             }
         }
@@ -691,7 +705,7 @@ impl Machine {
         if !self.recent_trips.is_empty() {
             let slot = self.next_trip_slot as usize % self.recent_trips.len();
             self.recent_trips[slot] = now;
-            self.next_trip_slot = ((slot + 1) % self.recent_trips.len()) as u32;
+            self.next_trip_slot = ((slot + 1) % self.recent_trips.len()) as u8;
         }
         self.open(now, reason)
     }
@@ -1244,7 +1258,7 @@ mod tests {
             minimum_calls: 10,
             ..Settings::default()
         };
-        Machine::new(s, &Recovery::default(), 1, SEC)
+        Machine::new(Arc::new(s), &Recovery::default(), 1, SEC)
     }
 
     fn closed(m: &Machine) -> Ticket {
@@ -1322,7 +1336,7 @@ mod tests {
             },
             ..Settings::default()
         };
-        Machine::new(s, &Recovery::default(), 1, SEC)
+        Machine::new(Arc::new(s), &Recovery::default(), 1, SEC)
     }
 
     /// Lets the probe of an open breaker go at `now` and fails it.
