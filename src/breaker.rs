@@ -63,8 +63,10 @@ pub struct Breaker {
 
 struct Inner {
     name: Arc<str>,
-    /// The name as a refusal carries it.
-    inline_name: crate::name::Inline,
+    /// From when a call to a closed breaker takes the lock to be checked
+    /// against a maintenance window; read only when `Hot::times_calls` (and
+    /// by `would_permit`), and stored only when it changes.
+    watch_from: AtomicU64,
     call_path: CallPath,
     /// The state in one word, for the lock-free part of the hot path, and
     /// the successes counted without the lock (`src/gate.rs`). Written only
@@ -201,16 +203,13 @@ impl Inner {
     }
 }
 
-/// What a call reads besides the gate's word, on the word's line: a quiet
-/// success reads that line and its thread's count line, no other (a
-/// refusal reads the name too). Set at build; only `watch_from` changes,
-/// under the lock.
+/// What a call reads besides the gate's word, on the word's line: a
+/// refusal or a quiet success reads that line and its thread's count line,
+/// no other. Set at build and never written.
 struct Hot {
     time: Time,
-    /// From when a call to a closed breaker takes the lock to be checked
-    /// against a maintenance window; read only when `times_calls`, and
-    /// stored only when it changes.
-    watch_from: AtomicU64,
+    /// The name as a refusal carries it.
+    inline_name: crate::name::Inline,
     times_calls: bool,
     /// Whether a closed admission does more than take a permit: read the
     /// clock (`times_calls`) or count the call in flight (`counts_admitted`).
@@ -296,13 +295,14 @@ impl Breaker {
             Some(_) if machine.has_schedule() => time.now().saturating_add(REANCHOR_EVERY),
             _ => u64::MAX,
         };
+        let watch = watch_from(&machine, time.now(), reanchor_at);
         let hot = Hot {
             times_calls: machine.times_calls() || watches,
             admits_slowly: machine.times_calls() || watches || count_in_flight,
             counts_admitted: count_in_flight,
             has_window: machine.quiet_until() != u64::MAX,
             judges_values: b.result_classifier.is_some(),
-            watch_from: AtomicU64::new(watch_from(&machine, time.now(), reanchor_at)),
+            inline_name: crate::name::Inline::new(&b.name),
             time,
         };
         let (gate, published) = Gate::new(
@@ -317,7 +317,7 @@ impl Breaker {
         let breaker = Breaker {
             inner: Arc::new(Inner {
                 name: Arc::from(b.name.as_str()),
-                inline_name: crate::name::Inline::new(&b.name),
+                watch_from: AtomicU64::new(watch),
                 call_path: b
                     .call_path
                     .expect("build() checked that a call path is set"),
@@ -624,10 +624,9 @@ impl Breaker {
         let gate = self.inner.gate.word();
         match gate & 3 {
             // Unless a short-circuiting maintenance window may have begun.
-            GATE_CLOSED if self.inner.hot().watch_from.load(Ordering::Relaxed) == u64::MAX => true,
+            GATE_CLOSED if self.inner.watch_from.load(Ordering::Relaxed) == u64::MAX => true,
             GATE_CLOSED
-                if self.inner.hot().time.now()
-                    < self.inner.hot().watch_from.load(Ordering::Relaxed) =>
+                if self.inner.hot().time.now() < self.inner.watch_from.load(Ordering::Relaxed) =>
             {
                 true
             }
@@ -702,7 +701,7 @@ impl Breaker {
     #[inline(always)]
     fn refuse(&self, state: State, retry_after: Option<u64>) -> Rejected {
         self.inner.gate.counts().add_refusal();
-        Rejected::new(self.inner.inline_name, state, retry_after)
+        Rejected::new(self.inner.hot().inline_name, state, retry_after)
     }
 
     /// When a call admitted by a closed gate starts (0 if calls are not
@@ -723,7 +722,7 @@ impl Breaker {
     fn start_slowly(&self) -> Option<u64> {
         let started = if self.inner.hot().times_calls {
             let now = self.inner.hot().time.now();
-            if now >= self.inner.hot().watch_from.load(Ordering::Relaxed) {
+            if now >= self.inner.watch_from.load(Ordering::Relaxed) {
                 return None;
             }
             now
@@ -1268,7 +1267,7 @@ impl Breaker {
     fn store_watch_from(&self, core: &Core, now: u64) {
         let from = watch_from(&core.machine, now, self.inner.reanchor_at());
         // Stored only on a change: the line is the one every call reads.
-        let watch = &self.inner.hot().watch_from;
+        let watch = &self.inner.watch_from;
         if watch.load(Ordering::Relaxed) != from {
             watch.store(from, Ordering::Relaxed);
         }
