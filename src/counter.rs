@@ -2,7 +2,7 @@
 //!
 //! A breaker's counts that the hot path bumps without the lock live in a
 //! cell per slot, each slot's cell on a line of 128 bytes that only that
-//! slot's thread writes in a call (shared with four other breakers' cells,
+//! slot's thread writes in a call (shared with three other breakers' cells,
 //! see `cells` below): the quiet successes (for the gate, `src/gate.rs`), the
 //! refusals, and the calls admitted. A thread counts in one slot, chosen once
 //! per thread for the whole process, and a reader sums the slots. Two
@@ -60,73 +60,77 @@ impl Cell {
 /// Where a breaker's cells live: one per slot, each on that slot's line.
 ///
 /// A slot's line is written by one thread (its owner) whichever breaker it
-/// counts for, so the cells of several breakers share it: five breakers'
-/// counts, one cell each, in each of the [`SLOTS`] lines of a block. Blocks
-/// are made as breakers need them and never freed; a breaker gives its
-/// cells back when it is dropped, to the next breaker built. So the blocks
-/// of a process are bounded by the most breakers alive at once, not by how
-/// many came and went, and a breaker takes 4 × 24 bytes of them, not four
-/// lines of 128.
+/// counts for, so the cells of several breakers share it: four breakers'
+/// counts, one cell of 32 bytes each, in each of the [`SLOTS`] lines of a
+/// block. Blocks are made as breakers need them and never freed; a breaker
+/// gives its cells back when it is dropped, to the next breaker built. So
+/// the blocks of a process are bounded by the most breakers alive at once,
+/// not by how many came and went, and a breaker takes 4 × 32 bytes of
+/// them, not four lines of 128.
 #[cfg(not(loom))]
 mod cells {
     use super::{tagged, Cell, MASK, SLOTS};
     use crate::sync::Ordering;
     use parking_lot::Mutex;
 
-    /// Breakers whose counts share a slot's line: five cells of 24 bytes.
-    const PER_LINE: usize = 5;
+    /// Breakers whose counts share a slot's line: four cells of 32 bytes.
+    const PER_LINE: usize = 4;
+    /// The cells of a block: a line per slot.
+    const CELLS: usize = SLOTS * PER_LINE;
+    /// What a breaker's view of its block spans: from its own cell in the
+    /// first line to its own cell in the last.
+    const VIEW: usize = (SLOTS - 1) * PER_LINE + 1;
 
-    /// Which cell of a line is a breaker's. A type with five values, so
-    /// that indexing a line's cells with it needs no bounds check.
-    #[derive(Clone, Copy)]
-    #[repr(u8)]
-    enum Pos {
-        P0,
-        P1,
-        P2,
-        P3,
-        P4,
-    }
+    /// A cell on a 32-byte boundary, four to a line.
+    #[repr(align(32))]
+    pub(super) struct Aligned(Cell);
 
-    const POSITIONS: [Pos; PER_LINE] = [Pos::P0, Pos::P1, Pos::P2, Pos::P3, Pos::P4];
+    /// Four lines of 128 bytes, one per slot, each holding the cells of the
+    /// same four breakers: the breaker at position `pos` has cell
+    /// `slot * 4 + pos`. Aligned to its size, so that a block is known by
+    /// the address of any of its cells.
+    #[repr(align(512))]
+    struct Block([Aligned; CELLS]);
 
-    /// A slot's cells for the breakers of one block.
-    #[repr(align(128))]
-    struct Line([Cell; PER_LINE]);
+    const _: () = assert!(std::mem::size_of::<Block>() == 512);
 
-    struct Block([Line; SLOTS]);
+    /// A breaker's cells: the block from its own cell in slot 0's line on.
+    /// Its cell for `slot` is then `slot * 4` cells further, 128 bytes a
+    /// slot, with no position to add and no bounds to check.
+    type View = &'static [Aligned; VIEW];
 
     /// The cells no breaker holds. Its length is at most the cells of every
     /// block made, so it is bounded as the blocks are.
-    static FREE: Mutex<Vec<(&'static Block, Pos)>> = parking_lot::const_mutex(Vec::new());
+    static FREE: Mutex<Vec<View>> = parking_lot::const_mutex(Vec::new());
 
-    /// A breaker's cells: the same position in each of a block's lines.
-    pub(super) struct Cells {
-        block: &'static Block,
-        pos: Pos,
-    }
+    pub(super) struct Cells(View);
 
     impl Cells {
         /// Cells of their own, the quiet counts tagged `tag`, every count 0.
         pub(super) fn new(tag: u32) -> Cells {
-            let (block, pos) = {
+            let view = {
                 let mut free = FREE.lock();
                 match free.pop() {
-                    Some(cells) => cells,
+                    Some(view) => view,
                     None => {
                         let block: &'static Block =
                             Box::leak(Box::new(Block(std::array::from_fn(|_| {
-                                Line(std::array::from_fn(|_| Cell::new(0)))
+                                Aligned(Cell::new(0))
                             }))));
-                        free.extend(POSITIONS[1..].iter().map(|&pos| (block, pos)));
-                        (block, POSITIONS[0])
+                        let view = |pos: usize| -> View {
+                            (&block.0[pos..pos + VIEW])
+                                .try_into()
+                                .expect("a view fits in its block")
+                        };
+                        free.extend((1..PER_LINE).map(view));
+                        view(0)
                     }
                 }
             };
             // Whatever a breaker that held them left: its last counts
             // happened before it was dropped and gave them back under the
             // lock, so these stores come after them.
-            let cells = Cells { block, pos };
+            let cells = Cells(view);
             for c in cells.iter() {
                 c.quiet.store(tagged(tag, 0), Ordering::Relaxed);
                 c.refusals.store(0, Ordering::Relaxed);
@@ -138,25 +142,26 @@ mod cells {
         /// The cell for `slot`.
         #[inline(always)]
         pub(super) fn get(&self, slot: usize) -> &Cell {
-            &self.block.0[slot & MASK].0[self.pos as usize]
+            &self.0[(slot & MASK) * PER_LINE].0
         }
 
         /// The cells of every slot.
         pub(super) fn iter(&self) -> impl Iterator<Item = &Cell> {
-            self.block.0.iter().map(|l| &l.0[self.pos as usize])
+            (0..SLOTS).map(|slot| self.get(slot))
         }
     }
 
     impl Drop for Cells {
         fn drop(&mut self) {
-            FREE.lock().push((self.block, self.pos));
+            FREE.lock().push(self.0);
         }
     }
 
     /// Whether `a` and `b` are cells of one block, for the tests.
     #[cfg(test)]
     pub(super) fn same_block(a: &Cells, b: &Cells) -> bool {
-        std::ptr::eq(a.block, b.block)
+        let block = |c: &Cells| c.0.as_ptr() as usize / std::mem::size_of::<Block>();
+        block(a) == block(b)
     }
 }
 
