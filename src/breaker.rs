@@ -241,13 +241,6 @@ struct Changes {
     dropped: u64,
 }
 
-impl Core {
-    /// The `seq` of the last change (0: none yet).
-    fn seq(&self) -> u64 {
-        self.changes.as_ref().map_or(0, |c| c.last.seq)
-    }
-}
-
 /// What the lock guards.
 struct Core {
     machine: Machine,
@@ -263,6 +256,13 @@ struct Core {
     recent_failure: LastNote,
     /// What opened the breaker, while it is not closed.
     opened_by: Option<Arc<FailureCause>>,
+}
+
+impl Core {
+    /// The `seq` of the last change (0: none yet).
+    fn seq(&self) -> u64 {
+        self.changes.as_ref().map_or(0, |c| c.last.seq)
+    }
 }
 
 impl Breaker {
