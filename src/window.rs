@@ -10,9 +10,12 @@
 //! window's length and at most the window's length plus one bucket width
 //! (a tenth of the window).
 //!
-//! The counts are 64-bit and exact: a bucket never saturates, so a bucket
-//! that ages out subtracts exactly what it added, and the rates stay true
-//! however many calls a bucket holds.
+//! The counts are exact: a bucket never saturates, so a bucket that ages
+//! out subtracts exactly what it added, and the rates stay true however many
+//! calls a bucket holds. The buckets hold 32-bit counts (12 bytes a bucket)
+//! until one of them would pass 2^32 - 1; the ring is then widened to 64-bit
+//! counts, boxed, for the rest of the window's life: one allocation, under
+//! the breaker's lock, after some four billion calls in one bucket.
 
 /// Number of buckets the span is cut into.
 pub(crate) const BUCKETS: usize = 10;
@@ -43,13 +46,81 @@ impl Counts {
     }
 }
 
+/// A bucket's counts while each fits in 32 bits.
+#[derive(Clone, Copy, Debug, Default)]
+struct Narrow {
+    calls: u32,
+    failures: u32,
+    slow: u32,
+}
+
+impl Narrow {
+    fn wide(self) -> Counts {
+        Counts {
+            calls: self.calls.into(),
+            failures: self.failures.into(),
+            slow: self.slow.into(),
+        }
+    }
+
+    /// `self` plus `more`, if every count still fits in 32 bits.
+    fn plus(self, more: Counts) -> Option<Narrow> {
+        let add = |a: u32, b: u64| u32::try_from(b).ok().and_then(|b| a.checked_add(b));
+        Some(Narrow {
+            calls: add(self.calls, more.calls)?,
+            failures: add(self.failures, more.failures)?,
+            slow: add(self.slow, more.slow)?,
+        })
+    }
+}
+
+/// The buckets: 32-bit counts until a bucket would overflow them.
+#[derive(Clone, Debug)]
+enum Ring {
+    Narrow([Narrow; SLOTS]),
+    Wide(Box<[Counts; SLOTS]>),
+}
+
+impl Ring {
+    /// Empties bucket `slot` and returns what it held.
+    fn take(&mut self, slot: usize) -> Counts {
+        match self {
+            Ring::Narrow(b) => std::mem::take(&mut b[slot]).wide(),
+            Ring::Wide(b) => std::mem::take(&mut b[slot]),
+        }
+    }
+
+    /// Adds `more` to bucket `slot`, widening the ring if it must.
+    fn add(&mut self, slot: usize, more: Counts) {
+        if let Ring::Narrow(b) = self {
+            match b[slot].plus(more) {
+                Some(sum) => {
+                    b[slot] = sum;
+                    return;
+                }
+                None => *self = Ring::Wide(Box::new(b.map(Narrow::wide))),
+            }
+        }
+        if let Ring::Wide(b) = self {
+            b[slot].add(more);
+        }
+    }
+
+    fn clear(&mut self) {
+        match self {
+            Ring::Narrow(b) => *b = [Narrow::default(); SLOTS],
+            Ring::Wide(b) => **b = [Counts::default(); SLOTS],
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub(crate) struct Window {
     width: u64,
     head: u64,
     /// Where the head bucket ends: saves a division on most records.
     head_end: u64,
-    buckets: [Counts; SLOTS],
+    buckets: Ring,
     totals: Counts,
 }
 
@@ -60,7 +131,7 @@ impl Window {
             width: (span / BUCKETS as u64).max(1),
             head: 0,
             head_end: (span / BUCKETS as u64).max(1),
-            buckets: [Counts::default(); SLOTS],
+            buckets: Ring::Narrow([Narrow::default(); SLOTS]),
             totals: Counts::default(),
         }
     }
@@ -78,7 +149,7 @@ impl Window {
         let steps = (epoch - self.head).min(SLOTS as u64);
         for step in 1..=steps {
             let slot = ((self.head + step) % SLOTS as u64) as usize;
-            let old = std::mem::take(&mut self.buckets[slot]);
+            let old = self.buckets.take(slot);
             self.totals.sub(old);
         }
         self.head = epoch;
@@ -94,7 +165,7 @@ impl Window {
             slow: u64::from(slow),
         };
         let slot = (self.head % SLOTS as u64) as usize;
-        self.buckets[slot].add(one);
+        self.buckets.add(slot, one);
         self.totals.add(one);
     }
 
@@ -107,7 +178,7 @@ impl Window {
             failures: 0,
             slow: 0,
         };
-        self.buckets[slot].add(some);
+        self.buckets.add(slot, some);
         self.totals.add(some);
     }
 
@@ -123,7 +194,7 @@ impl Window {
 
     /// Empties the window.
     pub(crate) fn clear(&mut self) {
-        self.buckets = [Counts::default(); SLOTS];
+        self.buckets.clear();
         self.totals = Counts::default();
     }
 }
@@ -198,6 +269,41 @@ mod tests {
         );
         w.advance(16 * SEC);
         assert_eq!(w.totals(), Counts::default());
+    }
+
+    #[test]
+    fn widening_a_bucket_keeps_what_the_others_hold() {
+        let mut w = Window::new(10 * SEC);
+        for _ in 0..3 {
+            w.record(0, true, true);
+        }
+        w.advance(5 * SEC);
+        w.absorb_successes(u64::from(u32::MAX) - 1);
+        assert!(matches!(w.buckets, Ring::Narrow(_)), "still fits");
+        w.absorb_successes(2);
+        assert!(
+            matches!(w.buckets, Ring::Wide(_)),
+            "widened at the overflow"
+        );
+        w.advance(11 * SEC);
+        assert_eq!(
+            w.totals(),
+            Counts {
+                calls: u64::from(u32::MAX) + 1,
+                failures: 0,
+                slow: 0
+            },
+            "the first bucket's three calls went, and only they"
+        );
+        w.clear();
+        w.record(12 * SEC, true, false);
+        assert_eq!(w.totals().failures, 1);
+    }
+
+    #[test]
+    fn the_ring_takes_twelve_bytes_a_bucket() {
+        // docs/performance.md counts the window's bytes.
+        assert!(std::mem::size_of::<Window>() <= 48 + 12 * SLOTS + 8);
     }
 
     #[test]
