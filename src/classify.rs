@@ -372,7 +372,11 @@ impl Classifier {
     /// Counts every error as a failure. Only for call sites where every error
     /// really is the dependency's: choosing this is an explicit decision.
     pub fn every_error_is_a_failure() -> Self {
-        Classifier::from_view(|_| Verdict::Failure)
+        // One per process, shared by every breaker that uses it.
+        static EVERY: std::sync::OnceLock<Classifier> = std::sync::OnceLock::new();
+        EVERY
+            .get_or_init(|| Classifier::from_view(|_| Verdict::Failure))
+            .clone()
     }
 
     /// Classifies `err`, ignoring refusals by inner breakers. A typed

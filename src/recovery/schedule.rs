@@ -206,7 +206,11 @@ impl WallClock {
 
     /// The system's clock.
     pub(crate) fn system() -> Self {
-        WallClock::new(SystemTime::now)
+        // One per process, shared by every breaker that reads it.
+        static SYSTEM: std::sync::OnceLock<WallClock> = std::sync::OnceLock::new();
+        SYSTEM
+            .get_or_init(|| WallClock::new(SystemTime::now))
+            .clone()
     }
 
     /// Reads it.
