@@ -4,7 +4,8 @@
 //! An event is filed in the bucket of the instant it is recorded at; a bucket
 //! is cleared (and its counts subtracted from the totals) once the whole span
 //! lies after its end. The ring holds one bucket more than the span, for the
-//! partly elapsed oldest one. Recording is O(1) amortised and never allocates.
+//! partly elapsed oldest one. Recording is O(1) amortised and allocates only
+//! once in a window's life, if ever, when the ring widens (below).
 //!
 //! Because ageing happens a bucket at a time, an event counts for at least the
 //! window's length and at most the window's length plus one bucket width
