@@ -53,7 +53,7 @@ fn a_million_breakers_with_distinct_names_leave_under_16_mib_once_dropped() {
 }
 
 #[test]
-fn a_default_breaker_holds_under_3_and_a_half_kib() {
+fn a_default_breaker_holds_under_1_400_bytes() {
     let _one = live_bytes::one_at_a_time();
     let (clock, _mock) = Clock::mock();
     drop(breaker("warm-up", &clock));
@@ -63,12 +63,9 @@ fn a_default_breaker_holds_under_3_and_a_half_kib() {
     let kept: Vec<Breaker> = names.iter().map(|n| breaker(n, &clock)).collect();
     let held = live_bytes::live() - before - (kept.capacity() * 8) as isize;
     drop(kept);
-    // docs/performance.md says what the bytes are.
-    assert!(
-        held / 1_000 < 3 * 1024 + 512,
-        "{} bytes per breaker",
-        held / 1_000
-    );
+    // docs/performance.md says what the bytes are (1,263 with these
+    // names); the bound leaves a tenth for what a change may add knowingly.
+    assert!(held / 1_000 < 1_400, "{} bytes per breaker", held / 1_000);
 }
 
 #[test]
