@@ -302,7 +302,8 @@ fn main() {
     println!("\n## Bytes per breaker\n");
     println!(
         "{HELD} of each held at once; heap at build is their mean (fusebox's \
-         blocks of count lines, one for four breakers, shared out).\n"
+         blocks of count lines, one for four breakers, and the settings and \
+         classifier breakers set alike share, shared out).\n"
     );
     println!("| breaker | inline (size_of) | heap at build | total |");
     println!("|---|---:|---:|---:|");
