@@ -852,6 +852,29 @@ fn print_paired() {
     }
     let closed_gate = AtomicU64::new(0);
     let lines = [OwnLine(AtomicU64::new(0)), OwnLine(AtomicU64::new(0))];
+    // The same comparisons with each side beside one neutral partner, the
+    // closure alone: the ratio of the two sides' paired ratios. Neither
+    // side then runs after the other's rounds, and a side's rounds can slow
+    // the next rounds of other code on this machine (rounds of clock reads
+    // slow any fusebox success that follows them; docs/performance.md).
+    let alone = || {
+        black_box(work()).ok();
+    };
+    let peers = [
+        ("failsafe consecutive", paired(call!(fc), alone)),
+        ("failsafe default", paired(call!(fd), alone)),
+        ("recloser", paired(call!(r), alone)),
+    ];
+    for (what, b) in [
+        ("closed success, cheapest", &cheap),
+        ("closed success, default", &default),
+    ] {
+        let (ratio, ns, _) = paired(call!(b), alone);
+        for (peer, (peer_ratio, peer_ns, _)) in peers {
+            let against = format!("{peer}, each beside the closure alone");
+            row(what, &against, (ratio / peer_ratio, ns, peer_ns));
+        }
+    }
     row(
         "closed success, cheapest",
         "closed-success floor",
