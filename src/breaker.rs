@@ -1157,6 +1157,9 @@ impl Breaker {
     /// [`ConfigError::Invalid`] naming `capacity` when it is 0 or above
     /// [`Subscription::MAX_CAPACITY`].
     pub fn subscribe(&self, capacity: usize) -> Result<Subscription, ConfigError> {
+        // Refused before the list is made: a breaker whose subscriptions
+        // were all refused keeps an empty cell.
+        crate::events::check_capacity(capacity)?;
         self.inner
             .subscribers
             .get_or_init(Arc::default)
@@ -1569,5 +1572,19 @@ mod layout {
         // docs/performance.md accounts for every line; a field that adds
         // one should be weighed there.
         assert!(size_of::<super::Inner>() <= 7 * 128);
+    }
+
+    #[test]
+    fn a_refused_subscription_leaves_the_subscriber_cell_empty() {
+        let b = crate::Breaker::builder("refused-subscription")
+            .call_path(crate::CallPath::ReferenceData)
+            .classifier(crate::Classifier::every_error_is_a_failure())
+            .build()
+            .unwrap();
+        let err = b.subscribe(0).unwrap_err();
+        assert!(err.to_string().contains("capacity"), "{err}");
+        assert!(b.inner.subscribers.get().is_none());
+        let _ok = b.subscribe(1).unwrap();
+        assert!(b.inner.subscribers.get().is_some());
     }
 }

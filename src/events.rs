@@ -421,12 +421,7 @@ impl Subscribers {
         self: &Arc<Self>,
         capacity: usize,
     ) -> Result<Subscription, ConfigError> {
-        check(
-            "capacity",
-            (1..=Subscription::MAX_CAPACITY).contains(&capacity),
-            "must be between 1 and 65536 (Subscription::MAX_CAPACITY)",
-            capacity,
-        )?;
+        check_capacity(capacity)?;
         let (tx, rx) = crossbeam_channel::bounded(capacity);
         let dropped = Arc::new(AtomicU64::new(0));
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -462,6 +457,18 @@ impl Subscribers {
     pub(crate) fn len(&self) -> usize {
         self.list.lock().len()
     }
+}
+
+/// Refuses a subscription's capacity outside 1 to
+/// [`Subscription::MAX_CAPACITY`], naming the field.
+pub(crate) fn check_capacity(capacity: usize) -> Result<(), ConfigError> {
+    check(
+        "capacity",
+        (1..=Subscription::MAX_CAPACITY).contains(&capacity),
+        "must be between 1 and 65536 (Subscription::MAX_CAPACITY)",
+        capacity,
+    )?;
+    Ok(())
 }
 
 #[cfg(test)]
