@@ -1160,10 +1160,11 @@ impl Breaker {
         // Refused before the list is made: a breaker whose subscriptions
         // were all refused keeps an empty cell.
         crate::events::check_capacity(capacity)?;
-        self.inner
+        Ok(self
+            .inner
             .subscribers
             .get_or_init(Arc::default)
-            .subscribe(capacity)
+            .subscribe(capacity))
     }
 
     /// Under the lock: make the new state visible to the hot path and queue

@@ -416,12 +416,9 @@ struct Subscriber {
 }
 
 impl Subscribers {
-    /// A new subscription with room for `capacity` changes.
-    pub(crate) fn subscribe(
-        self: &Arc<Self>,
-        capacity: usize,
-    ) -> Result<Subscription, ConfigError> {
-        check_capacity(capacity)?;
+    /// A new subscription with room for `capacity` changes, which
+    /// [`check_capacity`] has passed.
+    pub(crate) fn subscribe(self: &Arc<Self>, capacity: usize) -> Subscription {
         let (tx, rx) = crossbeam_channel::bounded(capacity);
         let dropped = Arc::new(AtomicU64::new(0));
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -430,12 +427,12 @@ impl Subscribers {
             tx,
             dropped: Arc::clone(&dropped),
         });
-        Ok(Subscription {
+        Subscription {
             rx,
             dropped,
             subscribers: Arc::downgrade(self),
             id,
-        })
+        }
     }
 
     /// Sends `change` to every subscriber without blocking, counting losses.
@@ -492,7 +489,7 @@ mod tests {
     #[test]
     fn a_dropped_subscription_leaves_at_once() {
         let subscribers = Arc::new(Subscribers::default());
-        let subs: Vec<_> = (0..3).map(|_| subscribers.subscribe(8).unwrap()).collect();
+        let subs: Vec<_> = (0..3).map(|_| subscribers.subscribe(8)).collect();
         assert_eq!(subscribers.len(), 3);
         drop(subs);
         assert_eq!(subscribers.len(), 0);
@@ -501,7 +498,7 @@ mod tests {
     #[test]
     fn a_timeout_and_a_hang_up_both_read_as_none() {
         let subscribers = Arc::new(Subscribers::default());
-        let sub = subscribers.subscribe(1).unwrap();
+        let sub = subscribers.subscribe(1);
         assert_eq!(sub.recv_timeout(Duration::from_millis(1)), None);
         drop(subscribers);
         assert_eq!(sub.recv(), None);
