@@ -191,6 +191,63 @@ fn a_refusal_is_not_an_attempt_and_its_retry_after_is_waited_out() {
 }
 
 #[test]
+fn an_inner_breakers_refusal_is_waited_out_like_the_outer_breakers_own() {
+    // A service-level breaker over an endpoint-level one that is open: the
+    // outer breaker admits the call, the inner refuses it, nothing is sent.
+    let t = Time::new();
+    let outer = t.breaker(100);
+    let inner = t.breaker(1);
+    let _ = fail(&inner);
+    let policy = t.policy().max_retry_after(5 * SEC).build().unwrap();
+    let mut sent = Vec::new();
+    let value = policy
+        .call(&outer, || {
+            inner.call(|| {
+                sent.push(t.elapsed());
+                Ok::<_, DepError>(42)
+            })
+        })
+        .unwrap();
+    assert_eq!(value, 42);
+    assert_eq!(t.sleeps(), [2 * SEC], "the inner breaker's retry_after");
+    assert_eq!(
+        sent,
+        [2 * SEC],
+        "sent once, when the inner breaker admitted"
+    );
+    assert_eq!(
+        outer.snapshot().totals.ignored,
+        1,
+        "the refusal counted nowhere"
+    );
+
+    // Past max_retry_after: a refusal, not a deterministic failure.
+    let _ = fail(&inner);
+    let short = t.policy().max_retry_after(SEC).build().unwrap();
+    let err = short
+        .call(&outer, || {
+            inner.call(|| -> Result<u32, DepError> { panic!("not sent") })
+        })
+        .unwrap_err();
+    assert_eq!(err.gave_up(), GaveUp::Refused);
+    assert_eq!((err.attempts(), err.refusals()), (0, 1));
+}
+
+#[test]
+fn a_non_idempotent_call_is_repeated_after_an_inner_breakers_refusal() {
+    let t = Time::new();
+    let outer = t.breaker(100);
+    let inner = t.breaker(1);
+    let _ = fail(&inner);
+    let policy = t.policy().idempotent(false).build().unwrap();
+    let value = policy
+        .call(&outer, || inner.call(|| Ok::<_, DepError>(7)))
+        .unwrap();
+    assert_eq!(value, 7);
+    assert_eq!(t.sleeps(), [2 * SEC]);
+}
+
+#[test]
 fn a_refusal_longer_than_max_retry_after_gives_up_at_once_without_a_call() {
     let t = Time::new();
     let breaker = t.breaker(1);
@@ -400,6 +457,24 @@ mod over_a_chain {
         assert_eq!(err.gave_up(), GaveUp::Deterministic);
         assert!(err.error().is_declined());
         assert_eq!(*calls.lock().unwrap(), 4, "the no was asked once");
+    }
+
+    #[test]
+    fn a_lookup_whose_link_an_inner_breaker_refused_is_waited_out_even_when_not_idempotent() {
+        let t = Time::new();
+        let (link, endpoint) = (t.breaker(100), t.breaker(1));
+        let _ = fail(&endpoint);
+        let chain: Chain<str, u32, CallError<DepError>, _> = Chain::builder("c")
+            .provider("a", &link, {
+                let endpoint = endpoint.clone();
+                move |_: &str| endpoint.call(|| Ok(1))
+            })
+            .build()
+            .unwrap();
+        let policy = t.policy().idempotent(false).build().unwrap();
+        let answer = policy.lookup(&chain, "X").unwrap();
+        assert_eq!(*answer.value(), 1);
+        assert_eq!(t.sleeps(), [2 * SEC], "the endpoint breaker's retry_after");
     }
 
     #[test]
