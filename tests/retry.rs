@@ -398,6 +398,52 @@ fn an_exhausted_budget_stops_retries_across_calls_that_share_it() {
 }
 
 #[test]
+fn waiting_out_a_refusal_spends_no_retry_budget() {
+    let t = Time::new();
+    // One retry per window whatever the traffic.
+    let budget = RetryBudget::new(0.0, 1, 10 * SEC)
+        .unwrap()
+        .clock(t.clock.clone());
+    let policy = t
+        .policy()
+        .max_attempts(3)
+        .budget(budget.clone())
+        .build()
+        .unwrap();
+    let failing = t.breaker(100);
+    let fails_once = || {
+        let mut calls = 0;
+        move || {
+            calls += 1;
+            if calls == 1 {
+                Err(DepError::Outage(Outage))
+            } else {
+                Ok(calls)
+            }
+        }
+    };
+
+    let refusing = t.breaker(1);
+    let _ = fail(&refusing);
+    let value = policy.call(&refusing, || Ok::<_, DepError>(1)).unwrap();
+    assert_eq!((value, t.sleeps()), (1, vec![2 * SEC]));
+    // The next call's real failure still has its retry.
+    assert_eq!(policy.call(&failing, fails_once()).unwrap(), 2);
+    assert!(!budget.try_retry(), "that retry was the one the budget had");
+
+    // Nor does an inner breaker's refusal spend it.
+    t.mock.increment(10 * SEC);
+    let (outer, inner) = (t.breaker(100), t.breaker(1));
+    let _ = fail(&inner);
+    let value = policy
+        .call(&outer, || inner.call(|| Ok::<_, DepError>(3)))
+        .unwrap();
+    assert_eq!(value, 3);
+    assert_eq!(policy.call(&failing, fails_once()).unwrap(), 2);
+    assert!(!budget.try_retry());
+}
+
+#[test]
 fn a_budget_allows_its_share_of_the_calls() {
     let t = Time::new();
     let budget = RetryBudget::new(0.2, 0, 10 * SEC)

@@ -10,7 +10,8 @@
 //!   it goes through ([`ErrorView::is_refusal`](crate::ErrorView::is_refusal)):
 //!   it waits out the refusal's `retry_after` when that fits
 //!   `max_retry_after` and the deadline, or gives up at once; a refusal is
-//!   never counted as a failed attempt against the vendor;
+//!   never counted as a failed attempt against the vendor, and waiting one
+//!   out takes nothing from the budget;
 //! - backs off exponentially with **full jitter** (seedable) between
 //!   attempts that failed, and honours a vendor's `Retry-After` (a
 //!   [`Verdict::Throttled`]), capped;
@@ -20,7 +21,8 @@
 //!   may have reached the vendor, only after a refusal, when nothing was
 //!   sent;
 //! - stops at a **total deadline** and, with a [`RetryBudget`], when the
-//!   retries of every call sharing it reach their share of the calls;
+//!   retries after attempts, of every call sharing it, reach their share
+//!   of the calls;
 //! - waits through a [`Sleeper`], which tests replace with one that moves
 //!   the mock clock.
 //!
@@ -237,7 +239,9 @@ impl RetryPolicy {
                     gave_up,
                 })
             };
-            let (error, wait) = match attempt() {
+            // A retry after an attempt is taken from the budget; a wait
+            // for a breaker to admit the call is not: nothing was sent.
+            let (error, wait, retry) = match attempt() {
                 Step::Done(value) => return Ok(value),
                 Step::Final(error) => {
                     return give_up(error, attempts + 1, refusals, GaveUp::Deterministic)
@@ -248,7 +252,7 @@ impl RetryPolicy {
                         Some(wait)
                             if wait <= inner.max_retry_after && refusals <= inner.max_attempts =>
                         {
-                            (error, wait)
+                            (error, wait, false)
                         }
                         _ => return give_up(error, attempts, refusals, GaveUp::Refused),
                     }
@@ -263,7 +267,7 @@ impl RetryPolicy {
                     }
                     let asked =
                         retry_after.map_or(Duration::ZERO, |d| d.min(inner.max_retry_after));
-                    (error, self.backoff(attempts).max(asked))
+                    (error, self.backoff(attempts).max(asked), true)
                 }
             };
             if let (Some(deadline), Some(started)) = (inner.deadline, started) {
@@ -272,7 +276,7 @@ impl RetryPolicy {
                     return give_up(error, attempts, refusals, GaveUp::Deadline);
                 }
             }
-            if let Some(budget) = &inner.budget {
+            if let (true, Some(budget)) = (retry, &inner.budget) {
                 if !budget.try_retry() {
                     return give_up(error, attempts, refusals, GaveUp::Budget);
                 }
