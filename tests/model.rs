@@ -591,7 +591,7 @@ impl Model {
             o.state = State::Open;
             o.retry_after = Some(period);
             o.open_duration = period;
-            o.time_in_state = 0;
+            o.time_in_state = self.now - self.probes.iter().map(|p| p.1).min().unwrap();
             o.probes_in_flight = 0;
         }
         o

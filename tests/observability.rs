@@ -88,6 +88,37 @@ fn time_in_state_follows_the_state_a_snapshot_reads() {
     assert_eq!(t.get(State::ForcedOpen), t.forced_open);
 }
 
+#[test]
+fn time_past_a_probes_deadline_is_open_time_as_the_state_reads() {
+    let (b, mock) = outage_breaker();
+    mock.increment(SEC);
+    trip(&b, 2);
+    mock.increment(10 * SEC);
+    std::mem::forget(b.try_acquire().unwrap());
+    // The probe hangs: at its deadline (5 s) the breaker reads open.
+    mock.increment(5 * SEC - NS);
+    assert_eq!(b.state(), State::HalfOpen);
+    mock.increment(NS);
+    assert_eq!(b.state(), State::Open);
+    mock.increment(3 * SEC);
+    let s = b.snapshot();
+    assert_eq!(s.state, State::Open);
+    let t = s.state_times;
+    assert_eq!(
+        (t.closed, t.open, t.half_open),
+        (SEC, 13 * SEC, 5 * SEC),
+        "open from the probe's deadline on"
+    );
+    assert_eq!(s.time_in_state, 3 * SEC, "open since the deadline");
+    // The call that makes the re-opening real moves no time back.
+    refused(succeed(&b));
+    let t = b.snapshot().state_times;
+    assert_eq!((t.closed, t.open, t.half_open), (SEC, 13 * SEC, 5 * SEC));
+    mock.increment(2 * SEC);
+    let t = b.snapshot().state_times;
+    assert_eq!((t.closed, t.open, t.half_open), (SEC, 15 * SEC, 5 * SEC));
+}
+
 /// Something done to a breaker.
 type Step = dyn Fn(&fusebox::Breaker);
 
