@@ -493,6 +493,12 @@ impl Machine {
         // A failure in a maintenance window touches no counter.
         if self.recovering.is_neutral(now, outcome) {
             if let Ticket::Probe { id } = ticket {
+                // A round past a probe's deadline has failed whatever the
+                // report says, a neutral one included: it re-opens, as it
+                // has read since that deadline.
+                if self.is_current(ticket) && self.a_probe_expired(now) {
+                    return Some(self.reopen(now, Reason::ProbeExpired));
+                }
                 let mine = |p: &Option<Probe>| p.is_some_and(|p| p.id == id);
                 if let Some(slot) = self.probes.iter_mut().find(|p| mine(p)) {
                     // Like an ignored probe, it gives its place back: with a
@@ -531,18 +537,19 @@ impl Machine {
                 self.closed_outcome(now, outcome, slow, elapsed)
             }
             Ticket::Probe { id } => {
+                // A probe that answers after its deadline has already
+                // failed, whatever it says; so has the round if another
+                // probe is past its own. Judged with the probe still out,
+                // so that the time since the first deadline is filed as
+                // the open time it has read as.
+                if self.a_probe_expired(now) {
+                    return Some(self.reopen(now, Reason::ProbeExpired));
+                }
                 let slot = self
                     .probes
                     .iter_mut()
                     .find(|p| p.is_some_and(|p| p.id == id))?;
-                let probe = slot.take()?;
-                // A probe that answers after its deadline has already
-                // failed, whatever it says; so has the round if another
-                // probe is past its own.
-                let expired = |p: &Probe| p.deadline <= now;
-                if expired(&probe) || self.probes.iter().flatten().any(expired) {
-                    return Some(self.reopen(now, Reason::ProbeExpired));
-                }
+                *slot = None;
                 let slow_probe = elapsed > self.probe_slow_after();
                 self.probe_outcome(now, outcome, slow_probe, elapsed)
             }

@@ -119,6 +119,24 @@ fn time_past_a_probes_deadline_is_open_time_as_the_state_reads() {
     assert_eq!((t.closed, t.open, t.half_open), (SEC, 15 * SEC, 5 * SEC));
 }
 
+#[test]
+fn a_probe_reporting_after_its_deadline_moves_no_open_time_back() {
+    let (b, mock) = outage_breaker();
+    trip(&b, 2);
+    mock.increment(10 * SEC);
+    let probe = b.try_acquire().unwrap();
+    mock.increment(6 * SEC);
+    let t = b.snapshot().state_times;
+    assert_eq!((t.open, t.half_open), (11 * SEC, 5 * SEC));
+    // Its success comes a second after its deadline: it re-opens the
+    // breaker, which has read open since the deadline.
+    probe.success();
+    let s = b.snapshot();
+    assert_eq!(s.last_transition.unwrap().reason, Reason::ProbeExpired);
+    let t = s.state_times;
+    assert_eq!((t.open, t.half_open), (11 * SEC, 5 * SEC));
+}
+
 /// Something done to a breaker.
 type Step = dyn Fn(&fusebox::Breaker);
 
