@@ -125,7 +125,7 @@ pub struct ErrorView<'a> {
     value: Option<&'a dyn Any>,
     error: Option<&'a (dyn StdError + 'static)>,
     /// An inner breaker's refusal, found where no `dyn Error` chain shows it.
-    refused: bool,
+    refused: Option<&'a Rejected>,
 }
 
 impl<'a> ErrorView<'a> {
@@ -134,7 +134,7 @@ impl<'a> ErrorView<'a> {
         ErrorView {
             value: Some(err),
             error: Some(err),
-            refused: false,
+            refused: None,
         }
     }
 
@@ -144,7 +144,7 @@ impl<'a> ErrorView<'a> {
         ErrorView {
             value: None,
             error: Some(err),
-            refused: false,
+            refused: None,
         }
     }
 
@@ -153,8 +153,8 @@ impl<'a> ErrorView<'a> {
     pub fn of_value<E: 'static>(err: &'a E) -> Self {
         let value: &dyn Any = err;
         let (error, refused) = match error_of(value) {
-            Some(error) => (Some(error), false),
-            None => call_error_of(value).unwrap_or((None, false)),
+            Some(error) => (Some(error), None),
+            None => call_error_of(value).unwrap_or((None, None)),
         };
         ErrorView {
             value: Some(value),
@@ -176,9 +176,18 @@ impl<'a> ErrorView<'a> {
 
     /// Whether the error is, or holds, a refusal by a breaker
     /// ([`Rejected::in_chain`] on the error view, plus an inner breaker's
-    /// [`CallError::Rejected`] of one of the shapes above).
+    /// [`CallError::Rejected`] of one of the shapes above): nothing was
+    /// sent. A breaker ignores such an error, a chain skips the link as
+    /// refused, and a retry policy waits the refusal out.
     pub fn is_refusal(&self) -> bool {
-        self.refused || self.error.is_some_and(Rejected::in_chain)
+        self.refusal().is_some()
+    }
+
+    /// The refusal by a breaker that the error is or holds, as
+    /// [`is_refusal`](Self::is_refusal) finds it: the one test of "nothing
+    /// was sent" that breakers, chains and retry policies share.
+    pub(crate) fn refusal(&self) -> Option<&'a Rejected> {
+        self.refused.or_else(|| self.error.and_then(Rejected::find))
     }
 }
 
@@ -186,7 +195,7 @@ impl fmt::Debug for ErrorView<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ErrorView")
             .field("error", &self.error.map(|e| e.to_string()))
-            .field("refused", &self.refused)
+            .field("refused", &self.refused.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -220,13 +229,15 @@ fn error_of(value: &dyn Any) -> Option<&(dyn StdError + 'static)> {
 
 /// An inner breaker's `CallError` of a shape that is not itself an error:
 /// its refusal, or the error inside it.
-fn call_error_of(value: &dyn Any) -> Option<(Option<&(dyn StdError + 'static)>, bool)> {
+fn call_error_of(
+    value: &dyn Any,
+) -> Option<(Option<&(dyn StdError + 'static)>, Option<&Rejected>)> {
     macro_rules! open {
         ($($ty:ty),*) => {$(
             if let Some(e) = value.downcast_ref::<CallError<$ty>>() {
                 return Some(match e {
-                    CallError::Rejected(_) => (None, true),
-                    CallError::Failed(inner) => (error_of(inner), false),
+                    CallError::Rejected(r) => (None, Some(r)),
+                    CallError::Failed(inner) => (error_of(inner), None),
                 });
             }
         )*};

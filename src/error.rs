@@ -91,7 +91,17 @@ impl Rejected {
     /// error), sees a `Box<Rejected>` or `Arc<Rejected>` as a refusal, and
     /// follows at most 32 links, so that a cyclic chain ends.
     pub fn in_chain(err: &(dyn StdError + 'static)) -> bool {
-        chain(err).any(|e| e.is::<Rejected>() || e.is::<Box<Rejected>>() || e.is::<Arc<Rejected>>())
+        Rejected::find(err).is_some()
+    }
+
+    /// The first refusal in `err`'s `source()` chain, `err` included, as
+    /// [`in_chain`](Self::in_chain) looks for it.
+    pub(crate) fn find<'a>(err: &'a (dyn StdError + 'static)) -> Option<&'a Rejected> {
+        chain(err).find_map(|e| {
+            e.downcast_ref::<Rejected>()
+                .or_else(|| e.downcast_ref::<Box<Rejected>>().map(|r| &**r))
+                .or_else(|| e.downcast_ref::<Arc<Rejected>>().map(|r| &**r))
+        })
     }
 }
 

@@ -376,8 +376,7 @@ impl Machine {
                 (self.admit_probe(now), Some(t))
             }
             State::HalfOpen => {
-                let expired = self.probes.iter().flatten().any(|p| p.deadline <= now);
-                if expired {
+                if self.a_probe_expired(now) {
                     let t = self.reopen(now, Reason::ProbeExpired);
                     (self.refuse(now), Some(t))
                 } else {
@@ -405,7 +404,7 @@ impl Machine {
             State::ForcedOpen => self.override_expired(now),
             State::Open => now >= self.open_until,
             State::HalfOpen => {
-                !self.probes.iter().flatten().any(|p| p.deadline <= now)
+                !self.a_probe_expired(now)
                     && self.probes.iter().any(Option::is_none)
                     && !self.probe_cap_reached()
             }
@@ -494,6 +493,12 @@ impl Machine {
         // A failure in a maintenance window touches no counter.
         if self.recovering.is_neutral(now, outcome) {
             if let Ticket::Probe { id } = ticket {
+                // A round past a probe's deadline has failed whatever the
+                // report says, a neutral one included: it re-opens, as it
+                // has read since that deadline.
+                if self.is_current(ticket) && self.a_probe_expired(now) {
+                    return Some(self.reopen(now, Reason::ProbeExpired));
+                }
                 let mine = |p: &Option<Probe>| p.is_some_and(|p| p.id == id);
                 if let Some(slot) = self.probes.iter_mut().find(|p| mine(p)) {
                     // Like an ignored probe, it gives its place back: with a
@@ -532,18 +537,19 @@ impl Machine {
                 self.closed_outcome(now, outcome, slow, elapsed)
             }
             Ticket::Probe { id } => {
+                // A probe that answers after its deadline has already
+                // failed, whatever it says; so has the round if another
+                // probe is past its own. Judged with the probe still out,
+                // so that the time since the first deadline is filed as
+                // the open time it has read as.
+                if self.a_probe_expired(now) {
+                    return Some(self.reopen(now, Reason::ProbeExpired));
+                }
                 let slot = self
                     .probes
                     .iter_mut()
                     .find(|p| p.is_some_and(|p| p.id == id))?;
-                let probe = slot.take()?;
-                // A probe that answers after its deadline has already
-                // failed, whatever it says; so has the round if another
-                // probe is past its own.
-                let expired = |p: &Probe| p.deadline <= now;
-                if expired(&probe) || self.probes.iter().flatten().any(expired) {
-                    return Some(self.reopen(now, Reason::ProbeExpired));
-                }
+                *slot = None;
                 let slow_probe = elapsed > self.probe_slow_after();
                 self.probe_outcome(now, outcome, slow_probe, elapsed)
             }
@@ -970,15 +976,29 @@ impl Machine {
         }
     }
 
-    /// The state a call arriving at `now` would meet. An open breaker whose
-    /// period has ended would admit a probe: half-open. A half-open breaker
-    /// with a probe past its deadline would re-open.
-    pub(crate) fn state_at(&self, now: u64) -> State {
+    /// When the state a call would meet changes with no call to change
+    /// it, and to what: an open breaker is half-open from the end of its
+    /// period (the next call is the probe), a half-open one open from its
+    /// first probe's deadline (the next call re-opens it), an override
+    /// closed from its expiry (the next call ends it). `u64::MAX` for
+    /// none. The one place that says so: [`state_at`](Self::state_at),
+    /// [`state_nanos_at`](Self::state_nanos_at) and [`view`](Self::view)
+    /// read it.
+    fn lapse(&self) -> (u64, State) {
         match self.state {
-            State::Open if now >= self.open_until => State::HalfOpen,
-            State::HalfOpen if self.a_probe_expired(now) => State::Open,
-            _ if self.override_expired(now) => State::Closed,
-            s => s,
+            State::Open => (self.open_until, State::HalfOpen),
+            State::HalfOpen => (self.first_probe_deadline(), State::Open),
+            State::ForcedOpen | State::ForcedClosed => (self.override_until, State::Closed),
+            State::Closed => (u64::MAX, State::Closed),
+        }
+    }
+
+    /// The state a call arriving at `now` would meet (see
+    /// [`lapse`](Self::lapse)).
+    pub(crate) fn state_at(&self, now: u64) -> State {
+        match self.lapse() {
+            (at, to) if now >= at => to,
+            _ => self.state,
         }
     }
 
@@ -991,28 +1011,34 @@ impl Machine {
 
     /// Nanoseconds spent in each state (gauge order) up to `now`, as
     /// [`state_at`](Self::state_at) reads the time since the last account:
-    /// an open breaker is half-open from the end of its period, an
-    /// override is closed from its expiry. Never less than an earlier
-    /// reading, so each feeds a monotonic counter.
+    /// the time from the [`lapse`](Self::lapse) on is the next state's.
+    /// Never less than an earlier reading, so each feeds a monotonic
+    /// counter: the transition that makes the lapse real accounts first.
     fn state_nanos_at(&self, now: u64) -> [u64; 5] {
         let mut t = self.state_nanos;
         let from = self.accounted_to;
         if now <= from {
             return t;
         }
-        let (split, after) = match self.state {
-            State::Open => (self.open_until, State::HalfOpen),
-            State::ForcedOpen | State::ForcedClosed => (self.override_until, State::Closed),
-            s => (u64::MAX, s),
-        };
+        let (split, after) = self.lapse();
         let mid = split.clamp(from, now);
         t[gauge_index(self.state)] += mid - from;
         t[gauge_index(after)] += now - mid;
         t
     }
 
+    /// The earliest deadline of a probe out (`u64::MAX`: none).
+    fn first_probe_deadline(&self) -> u64 {
+        self.probes
+            .iter()
+            .flatten()
+            .map(|p| p.deadline)
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
     fn a_probe_expired(&self, now: u64) -> bool {
-        self.probes.iter().flatten().any(|p| p.deadline <= now)
+        self.first_probe_deadline() <= now
     }
 
     /// Everything a snapshot shows, as a call arriving at `now` would meet
@@ -1051,36 +1077,30 @@ impl Machine {
             neutral_failures: self.recovering.neutral_failures(),
             consecutive_successes: self.consecutive_successes,
         };
-        match self.state_at(now) {
+        let (lapsed_at, lapsed_to) = self.lapse();
+        if now < lapsed_at {
+            return v;
+        }
+        v.state = lapsed_to;
+        v.in_state = now - lapsed_at;
+        match lapsed_to {
             // Past its open period: the next call is the probe.
-            State::HalfOpen if self.state == State::Open => {
-                v.state = State::HalfOpen;
-                v.retry_after = None;
-                v.in_state = now - self.open_until;
-            }
+            State::HalfOpen => v.retry_after = None,
             // A probe is past its deadline: the next call re-opens it, with
             // the period it would draw now.
-            State::Open if self.state == State::HalfOpen => {
+            State::Open => {
                 let until = self.open_until_from(
                     now,
                     self.reopens.saturating_add(1),
                     &mut self.rng.clone(),
                 );
                 let until = self.recovering.cap(now, until);
-                v.state = State::Open;
                 v.retry_after = Some(until - now);
                 v.open_period = until - now;
-                v.in_state = 0;
                 v.probes_in_flight = 0;
             }
             // An override past its expiry: the next call ends it.
-            State::Closed if self.state.is_forced() => {
-                let until = self.override_until().unwrap_or(now);
-                v.state = State::Closed;
-                v.in_state = now.saturating_sub(until);
-                v.override_remaining = None;
-            }
-            _ => {}
+            _ => v.override_remaining = None,
         }
         v
     }

@@ -58,8 +58,10 @@ pub struct ProbeTotals {
 ///
 /// The time is assigned as [`Snapshot::state`] reads it: once an open
 /// period has ended with no call to probe, the time after its end is
-/// half-open time; once an override has expired with nothing to end it,
-/// closed time.
+/// half-open time; once a half-open probe is past `max_probe_duration`,
+/// the time after its deadline is open time; once an override has expired
+/// with nothing to end it, closed time. The call that makes such a change
+/// real moves no time back.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct StateTimes {
@@ -187,9 +189,11 @@ pub struct Snapshot {
     pub recent_changes: Arc<[StateChange]>,
     /// Lifetime counts.
     pub totals: Totals,
-    /// How long the breaker has been in its current state: for an open
-    /// breaker past its period, since the period ended; for one the next
-    /// call would re-open, zero.
+    /// How long the breaker has been in its current state, as
+    /// [`state`](Self::state) reads it: for an open breaker past its
+    /// period, since the period ended; for a half-open one whose probe is
+    /// past its deadline, since that deadline; for an expired override,
+    /// since it expired.
     pub time_in_state: Duration,
     /// Probes admitted and not yet reported.
     pub probes_in_flight: u32,

@@ -287,6 +287,43 @@ fn an_open_breaker_is_skipped_without_calling_its_provider() {
 }
 
 #[test]
+fn a_link_whose_call_an_inner_breaker_refused_is_a_refused_skip_with_nothing_attempted() {
+    // A provider whose closure calls through its own endpoint breaker,
+    // which is open.
+    let (clock, mock) = clock();
+    let (link, endpoint) = (vendor("provider", &clock), vendor("endpoint", &clock));
+    let _ = fail(&endpoint);
+    mock.increment(4 * SEC);
+    let s = Arc::new(Script::default());
+    let call = s.provider(1.0);
+    let chain = Chain::builder("c")
+        .provider("provider", &link, {
+            let endpoint = endpoint.clone();
+            move |sym: &str| endpoint.call(|| call(sym))
+        })
+        .provider("backup", &vendor("backup", &clock), |_: &str| {
+            Ok::<_, fusebox::CallError<DepError>>(2.0)
+        })
+        .build()
+        .unwrap();
+    let answer = chain.lookup("AAPL").unwrap();
+    assert_eq!(answer.link(), "backup");
+    assert_eq!(s.calls(), 0, "the provider was not called");
+    let skip = answer.skipped()[0].skip();
+    assert!(skip.nothing_attempted());
+    assert_eq!(skip.reason(), "refused");
+    let rejected = skip.rejected().expect("the endpoint's refusal");
+    assert_eq!(rejected.breaker(), "endpoint");
+    assert_eq!(rejected.retry_after(), Some(6 * SEC));
+    assert_eq!(
+        answer.skipped()[0].to_string(),
+        "`provider`: refused (breaker `endpoint` is open, retry after 6s)"
+    );
+    let totals = link.snapshot().totals;
+    assert_eq!((totals.failures, totals.ignored), (0, 1), "counted nowhere");
+}
+
+#[test]
 fn no_link_is_called_twice_in_one_lookup() {
     let f = fixture(false);
     f.p.set(1);

@@ -105,6 +105,32 @@ fn a_failed_probe_inside_the_window_is_neutral_and_frees_the_probe() {
 }
 
 #[test]
+fn a_probe_failing_after_its_deadline_inside_the_window_reopens_as_the_state_read() {
+    let (b, mock) = with_window(|b| {
+        b.open_duration(5 * SEC)
+            .backoff_multiplier(1.0)
+            .max_probe_duration(2 * SEC)
+    });
+    mock.increment(3 * SEC);
+    trip(&b, 3);
+    mock.increment(5 * SEC); // 8 s: half-open
+    let probe = b.try_acquire().unwrap();
+    mock.increment(3 * SEC); // 11 s: inside the window, a second past the deadline
+    assert_eq!(b.state(), State::Open, "the next call would re-open it");
+    let open = b.snapshot().state_times.open;
+    probe.failure();
+    let s = b.snapshot();
+    assert_eq!(s.neutral_failures, 1, "the failure itself is neutral");
+    assert_eq!(s.state, State::Open, "the round failed at its deadline");
+    assert_eq!(
+        s.last_transition.unwrap().reason,
+        fusebox::Reason::ProbeExpired
+    );
+    assert_eq!(s.probes.expired, 1);
+    assert_eq!(s.state_times.open, open, "no open time moved back");
+}
+
+#[test]
 fn short_circuits_calls_for_the_fallback_inside_the_window_only() {
     let (b, mock) = with_window(|b| b.short_circuit_in_maintenance(true));
     succeed(&b).unwrap();

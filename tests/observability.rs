@@ -88,6 +88,55 @@ fn time_in_state_follows_the_state_a_snapshot_reads() {
     assert_eq!(t.get(State::ForcedOpen), t.forced_open);
 }
 
+#[test]
+fn time_past_a_probes_deadline_is_open_time_as_the_state_reads() {
+    let (b, mock) = outage_breaker();
+    mock.increment(SEC);
+    trip(&b, 2);
+    mock.increment(10 * SEC);
+    std::mem::forget(b.try_acquire().unwrap());
+    // The probe hangs: at its deadline (5 s) the breaker reads open.
+    mock.increment(5 * SEC - NS);
+    assert_eq!(b.state(), State::HalfOpen);
+    mock.increment(NS);
+    assert_eq!(b.state(), State::Open);
+    mock.increment(3 * SEC);
+    let s = b.snapshot();
+    assert_eq!(s.state, State::Open);
+    let t = s.state_times;
+    assert_eq!(
+        (t.closed, t.open, t.half_open),
+        (SEC, 13 * SEC, 5 * SEC),
+        "open from the probe's deadline on"
+    );
+    assert_eq!(s.time_in_state, 3 * SEC, "open since the deadline");
+    // The call that makes the re-opening real moves no time back.
+    refused(succeed(&b));
+    let t = b.snapshot().state_times;
+    assert_eq!((t.closed, t.open, t.half_open), (SEC, 13 * SEC, 5 * SEC));
+    mock.increment(2 * SEC);
+    let t = b.snapshot().state_times;
+    assert_eq!((t.closed, t.open, t.half_open), (SEC, 15 * SEC, 5 * SEC));
+}
+
+#[test]
+fn a_probe_reporting_after_its_deadline_moves_no_open_time_back() {
+    let (b, mock) = outage_breaker();
+    trip(&b, 2);
+    mock.increment(10 * SEC);
+    let probe = b.try_acquire().unwrap();
+    mock.increment(6 * SEC);
+    let t = b.snapshot().state_times;
+    assert_eq!((t.open, t.half_open), (11 * SEC, 5 * SEC));
+    // Its success comes a second after its deadline: it re-opens the
+    // breaker, which has read open since the deadline.
+    probe.success();
+    let s = b.snapshot();
+    assert_eq!(s.last_transition.unwrap().reason, Reason::ProbeExpired);
+    let t = s.state_times;
+    assert_eq!((t.open, t.half_open), (11 * SEC, 5 * SEC));
+}
+
 /// Something done to a breaker.
 type Step = dyn Fn(&fusebox::Breaker);
 

@@ -191,6 +191,63 @@ fn a_refusal_is_not_an_attempt_and_its_retry_after_is_waited_out() {
 }
 
 #[test]
+fn an_inner_breakers_refusal_is_waited_out_like_the_outer_breakers_own() {
+    // A service-level breaker over an endpoint-level one that is open: the
+    // outer breaker admits the call, the inner refuses it, nothing is sent.
+    let t = Time::new();
+    let outer = t.breaker(100);
+    let inner = t.breaker(1);
+    let _ = fail(&inner);
+    let policy = t.policy().max_retry_after(5 * SEC).build().unwrap();
+    let mut sent = Vec::new();
+    let value = policy
+        .call(&outer, || {
+            inner.call(|| {
+                sent.push(t.elapsed());
+                Ok::<_, DepError>(42)
+            })
+        })
+        .unwrap();
+    assert_eq!(value, 42);
+    assert_eq!(t.sleeps(), [2 * SEC], "the inner breaker's retry_after");
+    assert_eq!(
+        sent,
+        [2 * SEC],
+        "sent once, when the inner breaker admitted"
+    );
+    assert_eq!(
+        outer.snapshot().totals.ignored,
+        1,
+        "the refusal counted nowhere"
+    );
+
+    // Past max_retry_after: a refusal, not a deterministic failure.
+    let _ = fail(&inner);
+    let short = t.policy().max_retry_after(SEC).build().unwrap();
+    let err = short
+        .call(&outer, || {
+            inner.call(|| -> Result<u32, DepError> { panic!("not sent") })
+        })
+        .unwrap_err();
+    assert_eq!(err.gave_up(), GaveUp::Refused);
+    assert_eq!((err.attempts(), err.refusals()), (0, 1));
+}
+
+#[test]
+fn a_non_idempotent_call_is_repeated_after_an_inner_breakers_refusal() {
+    let t = Time::new();
+    let outer = t.breaker(100);
+    let inner = t.breaker(1);
+    let _ = fail(&inner);
+    let policy = t.policy().idempotent(false).build().unwrap();
+    let value = policy
+        .call(&outer, || inner.call(|| Ok::<_, DepError>(7)))
+        .unwrap();
+    assert_eq!(value, 7);
+    assert_eq!(t.sleeps(), [2 * SEC]);
+}
+
+#[test]
 fn a_refusal_longer_than_max_retry_after_gives_up_at_once_without_a_call() {
     let t = Time::new();
     let breaker = t.breaker(1);
@@ -341,6 +398,52 @@ fn an_exhausted_budget_stops_retries_across_calls_that_share_it() {
 }
 
 #[test]
+fn waiting_out_a_refusal_spends_no_retry_budget() {
+    let t = Time::new();
+    // One retry per window whatever the traffic.
+    let budget = RetryBudget::new(0.0, 1, 10 * SEC)
+        .unwrap()
+        .clock(t.clock.clone());
+    let policy = t
+        .policy()
+        .max_attempts(3)
+        .budget(budget.clone())
+        .build()
+        .unwrap();
+    let failing = t.breaker(100);
+    let fails_once = || {
+        let mut calls = 0;
+        move || {
+            calls += 1;
+            if calls == 1 {
+                Err(DepError::Outage(Outage))
+            } else {
+                Ok(calls)
+            }
+        }
+    };
+
+    let refusing = t.breaker(1);
+    let _ = fail(&refusing);
+    let value = policy.call(&refusing, || Ok::<_, DepError>(1)).unwrap();
+    assert_eq!((value, t.sleeps()), (1, vec![2 * SEC]));
+    // The next call's real failure still has its retry.
+    assert_eq!(policy.call(&failing, fails_once()).unwrap(), 2);
+    assert!(!budget.try_retry(), "that retry was the one the budget had");
+
+    // Nor does an inner breaker's refusal spend it.
+    t.mock.increment(10 * SEC);
+    let (outer, inner) = (t.breaker(100), t.breaker(1));
+    let _ = fail(&inner);
+    let value = policy
+        .call(&outer, || inner.call(|| Ok::<_, DepError>(3)))
+        .unwrap();
+    assert_eq!(value, 3);
+    assert_eq!(policy.call(&failing, fails_once()).unwrap(), 2);
+    assert!(!budget.try_retry());
+}
+
+#[test]
 fn a_budget_allows_its_share_of_the_calls() {
     let t = Time::new();
     let budget = RetryBudget::new(0.2, 0, 10 * SEC)
@@ -400,6 +503,24 @@ mod over_a_chain {
         assert_eq!(err.gave_up(), GaveUp::Deterministic);
         assert!(err.error().is_declined());
         assert_eq!(*calls.lock().unwrap(), 4, "the no was asked once");
+    }
+
+    #[test]
+    fn a_lookup_whose_link_an_inner_breaker_refused_is_waited_out_even_when_not_idempotent() {
+        let t = Time::new();
+        let (link, endpoint) = (t.breaker(100), t.breaker(1));
+        let _ = fail(&endpoint);
+        let chain: Chain<str, u32, CallError<DepError>, _> = Chain::builder("c")
+            .provider("a", &link, {
+                let endpoint = endpoint.clone();
+                move |_: &str| endpoint.call(|| Ok(1))
+            })
+            .build()
+            .unwrap();
+        let policy = t.policy().idempotent(false).build().unwrap();
+        let answer = policy.lookup(&chain, "X").unwrap();
+        assert_eq!(*answer.value(), 1);
+        assert_eq!(t.sleeps(), [2 * SEC], "the endpoint breaker's retry_after");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use super::answer::{Answer, LookupError};
 use super::skip::Skip;
 use super::Chain;
 use crate::last_good::{Kept, LastGood};
-use crate::{Breaker, CallError, ErrorView, IsStdError, Rejected, Verdict};
+use crate::{Breaker, CallError, ErrorView, IsStdError, Verdict};
 
 /// What one link made of a lookup.
 ///
@@ -71,25 +71,20 @@ pub trait Source<Q: ?Sized, T, E>: Send + Sync {
     fn kind(&self) -> &'static str;
 }
 
-/// Whether an error's verdict makes it a deterministic "no": the
-/// classifier ignores it (an HTTP 404) or counts it as one of the
-/// dependency's normal answers. An inner breaker's refusal, which
-/// classifiers also ignore, is never one.
-fn is_no(verdict: Verdict, err: Option<&(dyn StdError + 'static)>) -> bool {
-    matches!(verdict, Verdict::Ignore | Verdict::Success) && !err.is_some_and(Rejected::in_chain)
-}
-
-/// A provider's error, judged by its breaker's classifier: a "no" or a
-/// failure.
+/// A provider's error: a refusal when it holds one (a breaker the call
+/// goes through refused it, so nothing was sent), else judged by the link's
+/// breaker's classifier: a deterministic "no" when it ignores the error
+/// (an HTTP 404) or counts it as one of the dependency's normal answers, a
+/// failure otherwise.
 #[inline(never)]
 fn failed<T, E: StdError + 'static>(breaker: &Breaker, err: E) -> Outcome<T, E> {
-    let verdict = breaker
-        .classifier()
-        .classify_view(ErrorView::of_error(&err));
-    if is_no(verdict, Some(&err)) {
-        Outcome::No(err)
-    } else {
-        Outcome::Skip(Skip::Failed(err))
+    let view = ErrorView::of_error(&err);
+    if let Some(refused) = view.refusal() {
+        return Outcome::Skip(Skip::Refused(*refused));
+    }
+    match breaker.classifier().classify_view(view) {
+        Verdict::Ignore | Verdict::Success => Outcome::No(err),
+        _ => Outcome::Skip(Skip::Failed(err)),
     }
 }
 

@@ -17,8 +17,10 @@ use crate::Rejected;
 #[non_exhaustive]
 pub enum Skip<E> {
     /// The link's breaker refused: open (with its `retry_after`), half-open
-    /// with its probe out, forced open, ramping or in maintenance. The
-    /// provider was not called.
+    /// with its probe out, forced open, ramping or in maintenance. Or the
+    /// link's call returned an error that holds a breaker's refusal (a
+    /// provider calling through an endpoint breaker of its own): that
+    /// refusal, the error around it dropped. The provider was not called.
     Refused(Rejected),
     /// The link's bulkhead or deadline pool had no free slot. The provider
     /// was not called.

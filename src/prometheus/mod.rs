@@ -27,7 +27,7 @@
 //! | `fusebox_breaker_open_duration_seconds` | gauge | length of the current open period (0 when closed) |
 //! | `fusebox_breaker_backoff_step` | gauge | times in a row the open period has grown (0 on an outage's first) |
 //! | `fusebox_breaker_retry_after_seconds` | gauge | while open, time until a probe may go (0 otherwise) |
-//! | `fusebox_breaker_time_in_state_seconds` | gauge | time since the last state change |
+//! | `fusebox_breaker_time_in_state_seconds` | gauge | time in the current state, as `fusebox_breaker_in_state` reads it ([`Snapshot::time_in_state`]) |
 //! | `fusebox_breaker_consecutive_failures` | gauge | the current run of failures |
 //! | `fusebox_breaker_window_failure_ratio` | gauge | failures over calls in the sliding window |
 //! | `fusebox_breaker_flapping` | gauge | 1 while `flapping_trips` trips lie within `flapping_window` |

@@ -121,7 +121,8 @@ impl RetryPolicyBuilder {
         self
     }
 
-    /// Takes each retry (and each wait after a refusal) from `budget`.
+    /// Takes each retry after an attempt from `budget`. A wait for a
+    /// breaker to admit the call takes nothing: nothing was sent.
     pub fn budget(mut self, budget: RetryBudget) -> Self {
         self.budget = Some(budget);
         self

@@ -19,9 +19,9 @@ pub enum GaveUp {
     /// The call was declared non-idempotent and its attempt may have
     /// reached the vendor: it is not repeated.
     NotIdempotent,
-    /// The breaker refused and will not admit a call in time: no
-    /// `retry_after` (forced open, ramping), one longer than
-    /// `max_retry_after`, or more refusals than `max_attempts`.
+    /// The breaker (or one the call goes through) refused and will not
+    /// admit a call in time: no `retry_after` (forced open, ramping), one
+    /// longer than `max_retry_after`, or more refusals than `max_attempts`.
     Refused,
 }
 
@@ -66,7 +66,8 @@ impl<E> RetryError<E> {
         self.attempts
     }
 
-    /// Times the breaker refused (nothing was sent).
+    /// Times the breaker, or one the call goes through, refused (nothing
+    /// was sent).
     pub fn refusals(&self) -> u32 {
         self.refusals
     }

@@ -5,20 +5,24 @@
 //! more failure spends its attempts against a breaker that refuses by
 //! design. A [`RetryPolicy`]:
 //!
-//! - treats a **refusal as terminal for the attempt**: it waits out the
-//!   breaker's `retry_after` when that fits `max_retry_after`, the
-//!   deadline and the budget, or gives up at once; a refusal is never
-//!   counted as a failed attempt against the vendor;
+//! - treats a **refusal as terminal for the attempt**, whether the
+//!   breaker refused or the call's error holds the refusal of a breaker
+//!   it goes through ([`ErrorView::is_refusal`](crate::ErrorView::is_refusal)):
+//!   it waits out the refusal's `retry_after` when that fits
+//!   `max_retry_after` and the deadline, or gives up at once; a refusal is
+//!   never counted as a failed attempt against the vendor, and waiting one
+//!   out takes nothing from the budget;
 //! - backs off exponentially with **full jitter** (seedable) between
 //!   attempts that failed, and honours a vendor's `Retry-After` (a
 //!   [`Verdict::Throttled`]), capped;
 //! - never retries a **deterministic** failure (the classifier's `Ignore`,
 //!   a declined lookup);
 //! - never repeats a call declared **non-idempotent** after an attempt that
-//!   may have reached the vendor (`CallError::Failed`), only after a
-//!   refusal, when nothing was sent;
+//!   may have reached the vendor, only after a refusal, when nothing was
+//!   sent;
 //! - stops at a **total deadline** and, with a [`RetryBudget`], when the
-//!   retries of every call sharing it reach their share of the calls;
+//!   retries after attempts, of every call sharing it, reach their share
+//!   of the calls;
 //! - waits through a [`Sleeper`], which tests replace with one that moves
 //!   the mock clock.
 //!
@@ -73,7 +77,7 @@ pub use error::{GaveUp, RetryError};
 pub use sleeper::{Sleeper, ThreadSleeper};
 
 use crate::backoff::Rng;
-use crate::{Breaker, CallError, IsStdError, Verdict};
+use crate::{Breaker, CallError, ErrorView, IsStdError, Verdict};
 
 /// Retries a call through a breaker (or a chain lookup) by the rules of the
 /// [module docs](self). Built with [`RetryPolicy::builder`]; cheap to clone
@@ -140,15 +144,18 @@ impl RetryPolicy {
 
     /// Runs `f` through `breaker`, retrying by the policy's rules.
     ///
-    /// The breaker's classifier judges each error: a failure (or a
-    /// throttle, whose `Retry-After` is honoured up to `max_retry_after`)
-    /// is retried after a backoff; anything it ignores, or counts as a
-    /// success, is deterministic and returned at once.
+    /// An error that holds a breaker's refusal (`f` calls through an inner
+    /// breaker that refused) is a refusal, as the breaker's own is: nothing
+    /// was sent. The breaker's classifier judges every other error: a
+    /// failure (or a throttle, whose `Retry-After` is honoured up to
+    /// `max_retry_after`) is retried after a backoff; anything it ignores,
+    /// or counts as a success, is deterministic and returned at once.
     ///
     /// # Errors
     ///
-    /// [`RetryError`] with the last [`CallError`] (a refusal or the
-    /// provider's error), the attempts made and why the policy stopped.
+    /// [`RetryError`] with the last [`CallError`] (the breaker's refusal, or
+    /// the error `f` returned, an inner breaker's refusal included), the
+    /// attempts made and why the policy stopped.
     pub fn call<T, E, F>(&self, breaker: &Breaker, mut f: F) -> Result<T, RetryError<CallError<E>>>
     where
         F: FnMut() -> Result<T, E>,
@@ -161,11 +168,20 @@ impl RetryPolicy {
                 Err(r) => return Step::Refused(CallError::Rejected(r), r.retry_after()),
             };
             let result = f();
-            match (permit.finish(&result), result) {
-                (_, Ok(value)) => Step::Done(value),
-                (Verdict::Failure, Err(e)) => Step::Failed(CallError::Failed(e), None),
-                (Verdict::Throttled(d), Err(e)) => Step::Failed(CallError::Failed(e), Some(d)),
-                (_, Err(e)) => Step::Final(CallError::Failed(e)),
+            let verdict = permit.finish(&result);
+            let e = match result {
+                Ok(value) => return Step::Done(value),
+                Err(e) => e,
+            };
+            if let Some(refused) = ErrorView::of_error(&e).refusal() {
+                // A breaker the call goes through refused it.
+                let wait = refused.retry_after();
+                return Step::Refused(CallError::Failed(e), wait);
+            }
+            match verdict {
+                Verdict::Failure => Step::Failed(CallError::Failed(e), None),
+                Verdict::Throttled(d) => Step::Failed(CallError::Failed(e), Some(d)),
+                _ => Step::Final(CallError::Failed(e)),
             }
         })
     }
@@ -223,7 +239,9 @@ impl RetryPolicy {
                     gave_up,
                 })
             };
-            let (error, wait) = match attempt() {
+            // A retry after an attempt is taken from the budget; a wait
+            // for a breaker to admit the call is not: nothing was sent.
+            let (error, wait, retry) = match attempt() {
                 Step::Done(value) => return Ok(value),
                 Step::Final(error) => {
                     return give_up(error, attempts + 1, refusals, GaveUp::Deterministic)
@@ -234,7 +252,7 @@ impl RetryPolicy {
                         Some(wait)
                             if wait <= inner.max_retry_after && refusals <= inner.max_attempts =>
                         {
-                            (error, wait)
+                            (error, wait, false)
                         }
                         _ => return give_up(error, attempts, refusals, GaveUp::Refused),
                     }
@@ -249,7 +267,7 @@ impl RetryPolicy {
                     }
                     let asked =
                         retry_after.map_or(Duration::ZERO, |d| d.min(inner.max_retry_after));
-                    (error, self.backoff(attempts).max(asked))
+                    (error, self.backoff(attempts).max(asked), true)
                 }
             };
             if let (Some(deadline), Some(started)) = (inner.deadline, started) {
@@ -258,7 +276,7 @@ impl RetryPolicy {
                     return give_up(error, attempts, refusals, GaveUp::Deadline);
                 }
             }
-            if let Some(budget) = &inner.budget {
+            if let (true, Some(budget)) = (retry, &inner.budget) {
                 if !budget.try_retry() {
                     return give_up(error, attempts, refusals, GaveUp::Budget);
                 }
