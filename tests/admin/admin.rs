@@ -2,8 +2,6 @@
 //! the access rules, and its behaviour under a slow client and a flood.
 #![cfg(feature = "admin")]
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -11,11 +9,12 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::*;
 use fusebox::admin::{Admin, AdminConfig, AdminError};
 use fusebox::registry::Registry;
 use fusebox::{BreakerConfig, CallPath, Classifier, State};
 use serde_json::Value;
+
+use crate::support::breaker::*;
 
 const TOKEN: &str = "test-token-0123456789abcdef";
 

@@ -7,21 +7,18 @@
 //! breaker an operator holds open through the admin endpoint.
 #![cfg(all(feature = "admin", feature = "isolation"))]
 
-mod common;
-#[path = "support/prometheus_server.rs"]
-mod prometheus_server;
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
 use fusebox::admin::{Admin, AdminConfig};
 use fusebox::isolation::{Bulkhead, DeadLetters, DeadlinePool};
 use fusebox::registry::{Override, Registry};
 use fusebox::{BreakerConfig, CallPath, Classifier, LatencyTrip, State};
-use prometheus_server::{promtool, temp_dir, tools_or_skip, PrometheusServer};
+
+use crate::support::breaker::*;
+use crate::support::prometheus_server::{promtool, temp_dir, tools_or_skip, PrometheusServer};
 
 fn ops(file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("ops").join(file)
@@ -148,7 +145,7 @@ fn exported_names() -> BTreeSet<String> {
             _ => names.insert(name.to_owned()),
         };
     }
-    let rustdoc = include_str!("../src/prometheus/mod.rs");
+    let rustdoc = include_str!("../../src/prometheus/mod.rs");
     for line in rustdoc.lines() {
         if let Some(rest) = line.strip_prefix("//! | `fusebox_fleet_") {
             let name = rest.split(['`', '{']).next().unwrap();

@@ -10,10 +10,6 @@
 //! attack) are printed: `cargo test --test admin_hostile -- --nocapture`.
 #![cfg(feature = "admin")]
 
-mod common;
-#[path = "support/log_capture.rs"]
-mod log_capture;
-
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -21,10 +17,12 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::*;
 use fusebox::admin::{Admin, AdminConfig};
 use fusebox::registry::Registry;
 use fusebox::{BreakerConfig, CallPath, Classifier, State};
+
+use crate::support::breaker::*;
+use crate::support::log_capture;
 
 const TOKEN: &str = "test-token-0123456789abcdef";
 const AUTH: &str = "Authorization: Bearer test-token-0123456789abcdef\r\n";

@@ -10,11 +10,7 @@ use std::time::Duration;
 
 use fusebox::{Breaker, CallError, CallPath, Classifier, State, Verdict};
 
-#[path = "support/counting_alloc.rs"]
-mod counting_alloc;
-
-#[global_allocator]
-static GLOBAL: counting_alloc::Counting = counting_alloc::Counting;
+use crate::support::counting_alloc;
 
 const HOUR: Duration = Duration::from_secs(3600);
 

@@ -1,13 +1,12 @@
 //! Escalating open periods: min(max, base × multiplier^n), jitter within its
 //! ratio, and back to base once the breaker closes.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
 use fusebox::{Breaker, State};
 use quanta::Mock;
+
+use crate::support::breaker::*;
 
 fn escalating(
     base: Duration,

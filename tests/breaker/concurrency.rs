@@ -2,13 +2,12 @@
 //! ends, exact counts, one trip per outage, and an unbroken chain of state
 //! changes.
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 
-use common::*;
 use fusebox::{Breaker, Permit, State, StateChange};
+
+use crate::support::breaker::*;
 
 fn assert_send_sync_clone<T: Send + Sync + Clone + 'static>() {}
 

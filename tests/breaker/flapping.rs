@@ -1,13 +1,12 @@
 //! Flapping: `flapping_trips` trips within `flapping_window` show in the
 //! snapshot and as a warn log line, and stop showing once they age out.
 
-mod common;
-
 use std::sync::Mutex;
 use std::time::Duration;
 
-use common::*;
 use fusebox::Breaker;
+
+use crate::support::breaker::*;
 
 struct Capture(Mutex<Vec<(log::Level, String)>>);
 

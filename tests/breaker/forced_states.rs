@@ -1,13 +1,12 @@
 //! Operator overrides with an expiry, and the forced-closed state: time
 //! comes from the mock clock, never from sleeping.
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
 use fusebox::{Breaker, Reason, State, StateChange};
+
+use crate::support::breaker::*;
 
 type Log = Arc<Mutex<Vec<StateChange>>>;
 

@@ -1,12 +1,11 @@
 //! Half-open: exactly the configured number of probes, what decides, and
 //! probes that never report back.
 
-mod common;
-
 use std::sync::mpsc;
 
-use common::*;
 use fusebox::{Breaker, Reason, State};
+
+use crate::support::breaker::*;
 
 /// Consecutive(1), 10 s open, probes expire after 5 s.
 fn breaker(

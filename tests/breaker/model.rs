@@ -8,14 +8,13 @@
 //! and recounts it, computes open periods by repeated multiplication in
 //! integers, and tracks outstanding permits by identity.
 
-mod common;
-
 use std::cell::Cell;
 use std::time::Duration;
 
-use common::{Business, DepError, Outage};
 use fusebox::{Breaker, CallError, CallPath, Classifier, Permit, Reason, State};
 use proptest::prelude::*;
+
+use crate::support::breaker::{Business, DepError, Outage};
 
 const MS: u64 = 1_000_000;
 const SEC: u64 = 1_000_000_000;

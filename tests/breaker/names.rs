@@ -1,11 +1,10 @@
 //! Breaker names: the rules `build()` checks, and the name carried by
 //! refusals, state changes and snapshots.
 
-mod common;
-
-use common::*;
 use fusebox::{Breaker, CallPath, Classifier, ConfigError};
 use quanta::Clock;
+
+use crate::support::breaker::*;
 
 fn build(name: &str) -> Result<Breaker, ConfigError> {
     let (clock, _mock) = Clock::mock();

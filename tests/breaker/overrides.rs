@@ -1,14 +1,13 @@
 //! Operator overrides: force_open holds the breaker open and never probes;
 //! reset closes it, clears its counters and returns the backoff to base.
 
-mod common;
-
 use std::cell::Cell;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
 use fusebox::{Breaker, Reason, State, StateChange};
+
+use crate::support::breaker::*;
 
 fn recorded() -> (
     impl Fn(&StateChange) + Send + Sync + 'static,

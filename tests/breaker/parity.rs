@@ -4,16 +4,15 @@
 //! successes, a cap on probes per half-open period, half-open judged by a
 //! rate, and the hint a half-open refusal gives.
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
 use fusebox::{
     Breaker, HalfOpenRate, OpenPeriod, OpenPeriodInput, Reason, ResultClassifier, State,
     StateChange, TripPredicate, Verdict, WindowCounts,
 };
+
+use crate::support::breaker::*;
 
 fn reason(b: &Breaker) -> Reason {
     b.snapshot().last_transition.expect("a change").reason

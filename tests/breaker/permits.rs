@@ -2,12 +2,11 @@
 //! another thread, `finish` that applies the classifier to a result, and
 //! `would_permit`, which asks without taking anything.
 
-mod common;
-
 use std::thread;
 
-use common::*;
 use fusebox::{Breaker, OwnedPermit, State, Verdict};
+
+use crate::support::breaker::*;
 
 fn assert_send_static<T: Send + 'static>(_: &T) {}
 

@@ -1,13 +1,12 @@
 //! Every way the breaker moves between Closed, Open and HalfOpen, and every
 //! trip condition on its own.
 
-mod common;
-
 use std::cell::Cell;
 use std::time::Duration;
 
-use common::*;
 use fusebox::{Reason, State};
+
+use crate::support::breaker::*;
 
 fn last_reason(b: &fusebox::Breaker) -> Reason {
     b.snapshot()

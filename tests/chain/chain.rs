@@ -4,23 +4,17 @@
 //! nothing. Breaker time is the mock clock's; waits on threads are bounded.
 #![cfg(feature = "chain")]
 
-mod common;
-
-#[path = "support/counting_alloc.rs"]
-mod counting_alloc;
-
-#[global_allocator]
-static GLOBAL: counting_alloc::Counting = counting_alloc::Counting;
-
 use std::error::Error as StdError;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use common::*;
 use fusebox::chain::{Boxed, Chain, FirstLink, LastGood, Origin, Skip, REASONS};
 use fusebox::{Breaker, CallPath, ConfigError, State};
 use quanta::{Clock, Mock};
+
+use crate::support::breaker::*;
+use crate::support::counting_alloc;
 
 /// How long a thread waits for another before the test fails.
 const BOUND: Duration = Duration::from_secs(30);

@@ -4,17 +4,15 @@
 //! one probe. Breaker time is a mock clock; the servers are real.
 #![cfg(all(feature = "chain", feature = "http"))]
 
-#[path = "support/http_server.rs"]
-mod http_server;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use fusebox::chain::{Chain, LastGood, Origin, Skip};
 use fusebox::http::{Error, GuardedClient};
 use fusebox::{Breaker, CallError, CallPath, State};
-use http_server::{HttpServer, Reply};
 use quanta::{Clock, Mock};
+
+use crate::support::http_server::{HttpServer, Reply};
 
 /// Long enough that a healthy answer on a loaded machine is never taken
 /// for a timeout; the hanging-vendor test uses its own, shorter one.

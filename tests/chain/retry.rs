@@ -2,15 +2,14 @@
 //! instead of sleeping, so every attempt's time is exact.
 #![cfg(feature = "retry")]
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
 use fusebox::retry::{GaveUp, RetryBudget, RetryPolicy, RetryPolicyBuilder};
 use fusebox::{Breaker, CallError, CallPath, Classifier, State, Verdict};
 use quanta::{Clock, Mock};
+
+use crate::support::breaker::*;
 
 /// A mock clock, and the sleeps a policy took on it.
 struct Time {

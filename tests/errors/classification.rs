@@ -1,16 +1,15 @@
 //! What counts against the dependency: failures, ignored business errors,
 //! panics, throttling, and refusals by inner breakers.
 
-mod common;
-
 use std::cell::Cell;
 use std::error::Error as StdError;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
-use common::*;
 use fusebox::{Breaker, CallError, Classifier, Rejected, State, Verdict};
+
+use crate::support::breaker::*;
 
 /// A breaker with every counter in play: consecutive failures, the window,
 /// both rates, slow calls.

@@ -2,13 +2,12 @@
 //! error or returns it as its `source()`, never both. Checked the way users
 //! print chains, with anyhow's `{:#}`.
 
-mod common;
-
 use std::error::Error as StdError;
 use std::io;
 
-use common::*;
 use fusebox::{CallError, Rejected};
+
+use crate::support::breaker::*;
 
 /// Every message of `err`'s chain, and the chain as anyhow prints it.
 fn chain_of(err: impl StdError + Send + Sync + 'static) -> (Vec<String>, String) {
@@ -67,14 +66,10 @@ fn the_refusal_is_still_the_source_so_wrappers_find_it() {
 }
 
 #[cfg(feature = "http")]
-#[path = "support/http_server.rs"]
-mod http_server;
-
-#[cfg(feature = "http")]
 mod http {
     use std::time::Duration;
 
-    use crate::http_server::HttpServer;
+    use crate::support::http_server::HttpServer;
     use fusebox::http::{GuardedClient, LastKnownGood};
     use fusebox::{Breaker, CallPath};
 

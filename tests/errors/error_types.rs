@@ -3,14 +3,13 @@
 //! classified (typed, without a downcast where the type is known), and an
 //! inner breaker's refusal inside it never trips an outer breaker.
 
-mod common;
-
 use std::error::Error as StdError;
 use std::fmt;
 use std::io;
 
-use common::*;
 use fusebox::{Breaker, CallError, Classifier, ErrorView, Rejected, State, Verdict};
+
+use crate::support::breaker::*;
 
 type BoxError = Box<dyn StdError + Send + Sync>;
 

@@ -7,21 +7,18 @@
 //! took.
 #![cfg(feature = "ctl")]
 
-#[path = "support/certs.rs"]
-mod certs;
-mod common;
-#[path = "support/redis_server.rs"]
-mod redis_server;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
 use std::time::Instant;
 
-use common::{fail, quiet, MS, SEC};
 use fusebox::fleet::{Fleet, FleetAdmin};
 use fusebox::{Breaker, Reason, State};
-use redis_server::{wait_for, Options, RedisServer, TlsFiles, PATIENCE};
 use serde_json::Value;
+
+use crate::support::breaker::{fail, quiet, MS, SEC};
+use crate::support::certs;
+use crate::support::redis_server;
+use crate::support::redis_server::{wait_for, Options, RedisServer, TlsFiles, PATIENCE};
 
 /// `fusebox-ctl` with the URL in its environment, as the help advises.
 fn ctl_at(url: &str, args: &[&str]) -> Output {

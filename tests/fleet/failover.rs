@@ -12,18 +12,15 @@
 //! ones `docs/fleet.md` reports.
 #![cfg(feature = "redis")]
 
-mod common;
-#[path = "support/redis_server.rs"]
-mod redis_server;
-
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{MS, SEC};
 use fusebox::fleet::{Fleet, FleetAdmin, FleetBuilder};
 use fusebox::{Breaker, CallPath, Classifier, Reason, State};
-use redis_server::{cli_at, wait_for, RedisCluster, RedisSentinels, SERVICE};
+
+use crate::support::breaker::{MS, SEC};
+use crate::support::redis_server::{cli_at, wait_for, RedisCluster, RedisSentinels, SERVICE};
 
 const PROCESSES: usize = 3;
 /// The fleet's open period: the failover happens within it.

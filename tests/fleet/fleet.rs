@@ -7,20 +7,15 @@
 //! `PATIENCE`, and never assert on how long anything took.
 #![cfg(feature = "redis")]
 
-mod common;
-#[path = "support/fleet_kit.rs"]
-mod fleet_kit;
-#[path = "support/redis_server.rs"]
-mod redis_server;
-
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use common::{fail, quiet, succeed, MS, SEC};
-use fleet_kit::{connected, fleet, redis_conn, vendor};
 use fusebox::fleet::{Fleet, FleetSnapshot};
 use fusebox::{Breaker, ConfigError, Reason, State};
-use redis_server::{wait_for, RedisServer, PATIENCE};
+
+use crate::support::breaker::{fail, quiet, succeed, MS, SEC};
+use crate::support::fleet_kit::{connected, fleet, redis_conn, vendor};
+use crate::support::redis_server::{wait_for, RedisServer, PATIENCE};
 
 #[test]
 fn a_trip_in_one_process_opens_the_breaker_in_the_other_through_pub_sub() {

@@ -10,21 +10,16 @@
 //! on how long anything took.
 #![cfg(feature = "redis")]
 
-mod common;
-#[path = "support/fleet_kit.rs"]
-mod fleet_kit;
-#[path = "support/redis_server.rs"]
-mod redis_server;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{fail, quiet, succeed, MS, SEC};
-use fleet_kit::{connected, redis_conn};
 use fusebox::fleet::Fleet;
 use fusebox::{Breaker, ConfigError, State};
 use quanta::Mock;
-use redis_server::{wait_for, RedisServer, PATIENCE};
+
+use crate::support::breaker::{fail, quiet, succeed, MS, SEC};
+use crate::support::fleet_kit::{connected, redis_conn};
+use crate::support::redis_server::{wait_for, RedisServer, PATIENCE};
 
 /// Far beyond `PATIENCE`: no lease expires during a test.
 const LEASE: Duration = Duration::from_secs(120);

@@ -8,19 +8,14 @@
 //! the Redis server's: tests wait for it by polling, bounded by `PATIENCE`.
 #![cfg(feature = "redis")]
 
-mod common;
-#[path = "support/fleet_kit.rs"]
-mod fleet_kit;
-#[path = "support/redis_server.rs"]
-mod redis_server;
-
 use std::time::Duration;
 
-use common::{fail, quiet, MS, SEC};
-use fleet_kit::{connected, fleet, redis_conn, vendor};
 use fusebox::fleet::{AuditKind, FleetAdmin, FleetAdminError};
 use fusebox::{Breaker, State};
-use redis_server::{wait_for, RedisServer};
+
+use crate::support::breaker::{fail, quiet, MS, SEC};
+use crate::support::fleet_kit::{connected, fleet, redis_conn, vendor};
+use crate::support::redis_server::{wait_for, RedisServer};
 
 fn admin(redis: &RedisServer, prefix: &str) -> FleetAdmin {
     FleetAdmin::connect(&redis.url(), prefix, 10 * SEC).unwrap()

@@ -2,15 +2,12 @@
 //! agent talking to a real `redis-server` on a free loopback port.
 #![cfg(all(feature = "redis", feature = "prometheus"))]
 
-mod common;
-#[path = "support/redis_server.rs"]
-mod redis_server;
-
-use common::{fail, quiet, MS, SEC};
 use fusebox::fleet::Fleet;
 use fusebox::registry::{Registry, RegistryError};
 use fusebox::State;
-use redis_server::{wait_for, RedisServer};
+
+use crate::support::breaker::{fail, quiet, MS, SEC};
+use crate::support::redis_server::{wait_for, RedisServer};
 
 /// The value of the series `series` (name and labels) in a scrape.
 fn value(text: &str, series: &str) -> Option<f64> {

@@ -9,19 +9,14 @@
 //! took.
 #![cfg(feature = "redis")]
 
-mod common;
-#[path = "support/fleet_kit.rs"]
-mod fleet_kit;
-#[path = "support/redis_server.rs"]
-mod redis_server;
-
 use std::time::{Duration, Instant};
 
-use common::{fail, quiet, succeed, MS, SEC};
-use fleet_kit::{fleet, redis_conn};
 use fusebox::fleet::{AuditKind, Fleet, FleetAdmin, FleetAdminError, FleetWatch};
 use fusebox::{Breaker, ConfigError, Reason, State};
-use redis_server::{wait_for, RedisServer, PATIENCE};
+
+use crate::support::breaker::{fail, quiet, succeed, MS, SEC};
+use crate::support::fleet_kit::{fleet, redis_conn};
+use crate::support::redis_server::{wait_for, RedisServer, PATIENCE};
 
 /// `n` agents (processes) under `prefix`, each with a breaker `vendor`
 /// that opens on its first failure, for 200 ms of its mock clock.

@@ -12,20 +12,15 @@
 //! never by how long anything took.
 #![cfg(feature = "redis")]
 
-mod common;
-#[path = "support/fleet_kit.rs"]
-mod fleet_kit;
-#[path = "support/redis_server.rs"]
-mod redis_server;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{fail, quiet, succeed, MS, SEC};
-use fleet_kit::{connected, quorum_fleet, redis_conn};
 use fusebox::fleet::{Fleet, FleetAdmin, FleetBuilder, OpenedBy};
 use fusebox::{Breaker, ConfigError, Reason, State};
-use redis_server::{wait_for, RedisServer};
+
+use crate::support::breaker::{fail, quiet, succeed, MS, SEC};
+use crate::support::fleet_kit::{connected, quorum_fleet, redis_conn};
+use crate::support::redis_server::{wait_for, RedisServer};
 
 /// A breaker `vendor` that opens on its first failure for 200 ms of its
 /// mock clock, and the clock's handle.

@@ -8,21 +8,16 @@
 //! again) and check the breakers' states and the agents' counters.
 #![cfg(feature = "redis")]
 
-mod common;
-#[path = "support/fleet_kit.rs"]
-mod fleet_kit;
-#[path = "support/redis_server.rs"]
-mod redis_server;
-
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use common::{DepError, Outage, MS, SEC};
-use fleet_kit::{connected, fleet, vendor};
 use fusebox::fleet::Fleet;
 use fusebox::{Breaker, Reason, State};
-use redis_server::{wait_for, RedisServer};
+
+use crate::support::breaker::{DepError, Outage, MS, SEC};
+use crate::support::fleet_kit::{connected, fleet, vendor};
+use crate::support::redis_server::{wait_for, RedisServer};
 
 /// How long `DEBUG SLEEP` keeps Redis from answering anyone, in seconds:
 /// far longer than the few calls, trips and reads checked while it sleeps.

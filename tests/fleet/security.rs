@@ -10,22 +10,14 @@
 //! took.
 #![cfg(feature = "redis")]
 
-#[path = "support/certs.rs"]
-mod certs;
-mod common;
-#[path = "support/fleet_kit.rs"]
-mod fleet_kit;
-#[path = "support/log_capture.rs"]
-mod log_capture;
-#[path = "support/redis_server.rs"]
-mod redis_server;
-
-use certs::Certs;
-use common::{fail, succeed, MS, SEC};
-use fleet_kit::{connected, vendor};
 use fusebox::fleet::{Fleet, FleetBuilder};
 use fusebox::{Breaker, ConfigError, Reason, State};
-use redis_server::{wait_for, Options, RedisServer, TlsFiles, PATIENCE};
+
+use crate::support::breaker::{fail, succeed, MS, SEC};
+use crate::support::certs::Certs;
+use crate::support::fleet_kit::{connected, vendor};
+use crate::support::log_capture;
+use crate::support::redis_server::{wait_for, Options, RedisServer, TlsFiles, PATIENCE};
 
 /// The ACL user's password: no log line, `Debug` output or error may hold it.
 const PASSWORD: &str = "Fl33t-pw-9f3a1c";
@@ -67,7 +59,7 @@ fn tls_server(certs: &Certs, auth_clients: &'static str, users: Vec<String>) -> 
 /// as a `user` directive: the test runs the fleet with exactly the
 /// permissions the guide tells operators to grant.
 fn documented_acl_user(prefix: &str) -> String {
-    let guide = include_str!("../docs/fleet.md");
+    let guide = include_str!("../../docs/fleet.md");
     let line = guide
         .lines()
         .find_map(|l| l.trim().strip_prefix("ACL SETUSER "))
@@ -83,7 +75,7 @@ fn documented_acl_user(prefix: &str) -> String {
 /// The operators' `ACL SETUSER fusebox-ops` line of docs/fleet.md, as a
 /// `user` directive for `prefix` and [`PASSWORD`].
 fn documented_ops_user(prefix: &str) -> String {
-    let guide = include_str!("../docs/fleet.md");
+    let guide = include_str!("../../docs/fleet.md");
     let line = guide
         .lines()
         .find_map(|l| l.trim().strip_prefix("ACL SETUSER fusebox-ops "))

@@ -8,19 +8,14 @@
 //! `PATIENCE`, and never assert on how long anything took.
 #![cfg(feature = "redis")]
 
-mod common;
-#[path = "support/fleet_kit.rs"]
-mod fleet_kit;
-#[path = "support/redis_server.rs"]
-mod redis_server;
-
 use std::time::Duration;
 
-use common::{fail, quiet, succeed, MS, SEC};
-use fleet_kit::{connected, fleet, redis_conn};
 use fusebox::fleet::Fleet;
 use fusebox::{Breaker, Reason, State};
-use redis_server::{wait_for, RedisServer};
+
+use crate::support::breaker::{fail, quiet, succeed, MS, SEC};
+use crate::support::fleet_kit::{connected, fleet, redis_conn};
+use crate::support::redis_server::{wait_for, RedisServer};
 
 /// A breaker on a mock clock that opens after `threshold` failures in a
 /// row, for `open_duration` doubling at each re-open, without jitter.

@@ -21,20 +21,17 @@
 //! the parent and the children are the same `main`, told apart by an
 //! environment variable.)
 
-mod common;
-#[path = "support/redis_server.rs"]
-mod redis_server;
-
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use common::{fail, quiet, succeed, MS, SEC};
 use fusebox::fleet::Fleet;
 use fusebox::{Breaker, State};
-use redis_server::RedisServer;
+
+use crate::support::breaker::{fail, quiet, succeed, MS, SEC};
+use crate::support::redis_server::RedisServer;
 
 const CHILDREN: usize = 20;
 const REPETITIONS: u64 = 100;
@@ -47,7 +44,7 @@ const PREFIX: &str = "lease-race";
 const STATE_KEY: &str = "{lease-race:vendor}:state";
 const LEASE_KEY: &str = "{lease-race:vendor}:lease";
 
-fn main() {
+pub fn main() {
     match (std::env::var(URL_ENV), std::env::var(ID_ENV)) {
         (Ok(url), Ok(id)) => child(&url, &id),
         _ => parent(),

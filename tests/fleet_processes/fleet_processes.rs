@@ -8,23 +8,20 @@
 //! lease and would let a call probe. (`harness = false`: the parent and the
 //! children are the same `main`, told apart by an environment variable.)
 
-mod common;
-#[path = "support/redis_server.rs"]
-mod redis_server;
-
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::Instant;
 
-use common::{fail, quiet, MS, SEC};
 use fusebox::fleet::Fleet;
 use fusebox::{Breaker, Reason, State};
-use redis_server::{wait_for, RedisServer};
+
+use crate::support::breaker::{fail, quiet, MS, SEC};
+use crate::support::redis_server::{wait_for, RedisServer};
 
 const CHILDREN: usize = 5;
 const CHILD_ENV: &str = "FUSEBOX_FLEET_CHILD_URL";
 
-fn main() {
+pub fn main() {
     match std::env::var(CHILD_ENV) {
         Ok(url) => child(&url),
         Err(_) => parent(),

@@ -3,17 +3,6 @@
 //! with `Retry-After`, recovery, and the last-known-good fallback.
 #![cfg(feature = "http")]
 
-#[path = "support/http_server.rs"]
-mod http_server;
-
-#[path = "support/counting_alloc.rs"]
-mod counting_alloc;
-
-/// Counts allocations made by the current thread, so that the server's
-/// threads and parallel tests do not show up.
-#[global_allocator]
-static GLOBAL: counting_alloc::Counting = counting_alloc::Counting;
-
 use std::io;
 use std::sync::mpsc;
 use std::thread;
@@ -23,10 +12,12 @@ use fusebox::http::{
     AgentError, Error, GuardedClient, HttpClassifier, LastKnownGood, StaleReason, TooManyRequests,
 };
 use fusebox::{Breaker, BreakerBuilder, CallError, CallPath, Reason, State, Verdict};
-use http_server::{Gate, HttpServer, Reply};
 use quanta::{Clock, Mock};
 use std::sync::Arc;
 use ureq::http::Method;
+
+use crate::support::counting_alloc;
+use crate::support::http_server::{Gate, HttpServer, Reply};
 
 /// The agent's whole-call timeout: short, so that the tests against a
 /// hanging vendor are fast, and long enough that a healthy answer on a

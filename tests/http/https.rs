@@ -4,19 +4,15 @@
 //! agent without TLS, which names the fix and counts against the vendor.
 #![cfg(feature = "rustls")]
 
-#[path = "support/certs.rs"]
-mod certs;
-#[path = "support/http_server.rs"]
-mod http_server;
-
 use std::time::Duration;
 
-use certs::Certs;
 use fusebox::http::ureq;
 use fusebox::http::ureq::tls::{Certificate, RootCerts, TlsConfig};
 use fusebox::http::{Error, GuardedClient, LastKnownGood};
 use fusebox::{Breaker, CallError, CallPath, State};
-use http_server::{HttpServer, Reply};
+
+use crate::support::certs::Certs;
+use crate::support::http_server::{HttpServer, Reply};
 
 fn breaker() -> Breaker {
     let (clock, _mock) = quanta::Clock::mock();

@@ -3,22 +3,16 @@
 //! it composes with the breaker in the right order.
 #![cfg(feature = "isolation")]
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::*;
 use fusebox::isolation::{Bulkhead, IsolationError, Layer};
 use fusebox::{ConfigError, State};
 
-#[path = "support/counting_alloc.rs"]
-mod counting_alloc;
-
-#[global_allocator]
-static GLOBAL: counting_alloc::Counting = counting_alloc::Counting;
+use crate::support::breaker::*;
+use crate::support::counting_alloc;
 
 fn bulkhead(n: usize) -> Bulkhead {
     Bulkhead::builder("pricing")

@@ -3,16 +3,15 @@
 //! and duplicating nothing. Time comes from the mock clock.
 #![cfg(feature = "isolation")]
 
-mod common;
-
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
 use fusebox::isolation::{DeadLetters, Emitted, RefusedBecause, ReplayStop};
 use fusebox::{Breaker, CallPath, Classifier, ConfigError, State};
 use quanta::{Clock, Mock};
+
+use crate::support::breaker::*;
 
 fn buffer(capacity: usize, priorities: u8, never_shed: &[u8]) -> DeadLetters<&'static str> {
     let mut b = DeadLetters::builder("fills")

@@ -8,18 +8,17 @@
 //! how fast something ran.
 #![cfg(feature = "isolation")]
 
-mod common;
-
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::*;
 use crossbeam_channel::{Receiver, Sender};
 use fusebox::isolation::{BuildError, Bulkhead, DeadlinePool, Isolated, IsolationError, Layer};
 use fusebox::{ConfigError, State};
+
+use crate::support::breaker::*;
 
 /// Long enough that an answer ready at once is never late on a loaded
 /// 2-core machine; every wait it bounds is a hang, never a healthy call.

@@ -4,11 +4,7 @@
 use fusebox::{Breaker, CallPath, Classifier};
 use quanta::Clock;
 
-#[path = "support/live_bytes.rs"]
-mod live_bytes;
-
-#[global_allocator]
-static GLOBAL: live_bytes::Live = live_bytes::Live;
+use crate::support::live_bytes;
 
 const MIB: isize = 1 << 20;
 

@@ -2,20 +2,19 @@
 //! call the breaker back or panic, which thread delivers, the bound on
 //! changes waiting, and bounded subscriptions.
 
-mod common;
-
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::thread::{self, ThreadId};
 use std::time::Duration;
 
-use common::*;
 use fusebox::{
     Breaker, BreakerBuilder, CallPath, Classifier, ConfigError, Delivery, Reason, State,
     StateChange, Subscription,
 };
 use quanta::{Clock, Mock};
+
+use crate::support::breaker::*;
 
 type Log = Arc<Mutex<Vec<StateChange>>>;
 

@@ -2,16 +2,15 @@
 //! and compared, series by series, with the breakers' snapshots.
 #![cfg(feature = "prometheus")]
 
-mod common;
-
 use std::sync::Arc;
 
-use common::*;
 use fusebox::registry::{Override, Registry};
 use fusebox::trading::WindowEnd;
 use fusebox::{BreakerConfig, CallPath, Classifier, LatencyTrip, Snapshot, State};
 use openmetrics_parser::{MetricsExposition, OpenMetricsType, OpenMetricsValue};
 use quanta::{Clock, Mock};
+
+use crate::support::breaker::*;
 
 type Exposition = MetricsExposition<OpenMetricsType, OpenMetricsValue>;
 
@@ -397,8 +396,8 @@ fn each_breaker_writes_the_series_the_docs_count_and_name() {
     assert_eq!(series_of(&expo, "fx"), 33);
     assert_eq!(series_of(&expo, "ratings"), 33 + 20);
     // Every family is in both tables: the rustdoc's and docs/ops.md's.
-    let rustdoc = include_str!("../src/prometheus/mod.rs");
-    let ops = include_str!("../docs/ops.md");
+    let rustdoc = include_str!("../../src/prometheus/mod.rs");
+    let ops = include_str!("../../docs/ops.md");
     for name in expo.families.keys() {
         for (doc, text) in [("src/prometheus/mod.rs", rustdoc), ("docs/ops.md", ops)] {
             assert!(

@@ -2,12 +2,11 @@
 //! outcome, the time it spent in each state, its call durations and its
 //! last state changes.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
 use fusebox::{ConfigError, Reason, State};
+
+use crate::support::breaker::*;
 
 /// A breaker that opens on two failures for 10 s, probes within 5 s.
 fn outage_breaker() -> (fusebox::Breaker, std::sync::Arc<quanta::Mock>) {

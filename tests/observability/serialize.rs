@@ -3,10 +3,9 @@
 //! endpoint serves, and the other snapshots as their fields.
 #![cfg(feature = "serde")]
 
-mod common;
-
-use common::*;
 use serde_json::{json, Value};
+
+use crate::support::breaker::*;
 
 #[test]
 fn a_snapshot_serializes_every_field_durations_in_seconds() {

@@ -1,11 +1,10 @@
 //! Snapshots show the state a call made now would meet, without anyone
 //! calling, and their counters agree with each other.
 
-mod common;
-
-use common::*;
 use fusebox::{Reason, State};
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::support::breaker::*;
 
 #[test]
 fn an_open_breaker_past_its_period_reads_half_open_with_no_probe_out() {

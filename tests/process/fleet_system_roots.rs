@@ -6,20 +6,13 @@
 //! variable of the process (no other thread reads the environment then).
 #![cfg(feature = "redis")]
 
-#[path = "support/certs.rs"]
-mod certs;
-mod common;
-#[path = "support/fleet_kit.rs"]
-mod fleet_kit;
-#[path = "support/redis_server.rs"]
-mod redis_server;
-
-use certs::Certs;
-use common::{fail, MS, SEC};
-use fleet_kit::vendor;
 use fusebox::fleet::Fleet;
 use fusebox::{Reason, State};
-use redis_server::{wait_for, Options, RedisServer, TlsFiles};
+
+use crate::support::breaker::{fail, MS, SEC};
+use crate::support::certs::Certs;
+use crate::support::fleet_kit::vendor;
+use crate::support::redis_server::{wait_for, Options, RedisServer, TlsFiles};
 
 #[test]
 fn a_rediss_url_without_settings_trusts_the_system_roots() {

@@ -9,22 +9,16 @@
 //! anything took.
 #![cfg(feature = "redis")]
 
-mod common;
-#[path = "support/fleet_kit.rs"]
-mod fleet_kit;
-#[path = "support/log_capture.rs"]
-mod log_capture;
-#[path = "support/redis_server.rs"]
-mod redis_server;
-
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::{fail, succeed, MS, SEC};
-use fleet_kit::vendor;
 use fusebox::fleet::{Fleet, FleetBuilder};
 use fusebox::{Reason, State};
-use redis_server::RedisServer;
+
+use crate::support::breaker::{fail, succeed, MS, SEC};
+use crate::support::fleet_kit::vendor;
+use crate::support::log_capture;
+use crate::support::redis_server::RedisServer;
 
 /// How long a test waits for the fleet to do what it must before failing.
 const PATIENCE: Duration = Duration::from_secs(10);

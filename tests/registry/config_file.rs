@@ -16,7 +16,7 @@ fn loader() -> Loader {
         .clock(clock)
 }
 
-const EXAMPLE: &str = include_str!("../examples/ops.toml");
+const EXAMPLE: &str = include_str!("../../examples/ops.toml");
 
 #[test]
 fn the_documented_example_loads() {

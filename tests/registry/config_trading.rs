@@ -223,7 +223,7 @@ fn weekly_windows_and_daily_deadlines_need_the_calendar_feature() {
 mod calendar {
     use super::*;
 
-    const EXAMPLE: &str = include_str!("../examples/trading.toml");
+    const EXAMPLE: &str = include_str!("../../examples/trading.toml");
 
     #[test]
     fn the_documented_example_keeps_sunday_maintenance_neutral() {

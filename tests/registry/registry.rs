@@ -2,7 +2,7 @@
 //! snapshots of all, and overrides recorded in a bounded audit trail.
 #![cfg(feature = "registry")]
 
-mod common;
+use crate::support::breaker::*;
 
 /// Log lines, to check that overrides are logged at warn. The only logger
 /// of this test binary.
@@ -26,7 +26,6 @@ static LOGS: Capture = Capture(std::sync::Mutex::new(Vec::new()));
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use common::*;
 use fusebox::registry::{Action, Override, Registry, RegistryError};
 use fusebox::{Breaker, BreakerConfig, CallPath, Classifier, State};
 use quanta::{Clock, Mock};

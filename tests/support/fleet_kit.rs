@@ -11,8 +11,8 @@
 use fusebox::fleet::{Fleet, FleetBuilder};
 use fusebox::Breaker;
 
-use crate::common::{quiet, MS, SEC};
-use crate::redis_server::RedisServer;
+use crate::support::breaker::{quiet, MS, SEC};
+use crate::support::redis_server::RedisServer;
 
 /// A fleet agent for the test server under `prefix`, with short ticks and
 /// reads (2 ms, 20 ms) and a quick reconnection, so that tests wait little,

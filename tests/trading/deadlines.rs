@@ -2,14 +2,13 @@
 //! goes out the lead time before the next deadline, however long the
 //! escalated backoff has grown.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use common::*;
 use fusebox::trading::{Deadlines, WallClock};
 use fusebox::{Breaker, BreakerBuilder, State};
+
+use crate::support::breaker::*;
 
 const MIN: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3600);

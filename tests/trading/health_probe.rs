@@ -3,15 +3,14 @@
 //! the probes run in real time, so these tests wait for state changes on a
 //! subscription, each for at most a few seconds.
 
-mod common;
-
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
 use fusebox::trading::HealthProbe;
 use fusebox::{Breaker, Reason, State, StateChange, Subscription};
+
+use crate::support::breaker::*;
 
 /// Long enough for the probe thread to notice, short enough for a test.
 const PATIENCE: Duration = Duration::from_secs(5);

@@ -1,14 +1,13 @@
 //! Maintenance windows: failures inside one are neutral, the snapshot says
 //! maintenance, and calls may be short-circuited for the fallback.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use common::*;
 use fusebox::trading::{MaintenanceWindow, WallClock};
 use fusebox::{Breaker, BreakerBuilder, State};
+
+use crate::support::breaker::*;
 
 /// The wall-clock instant the breakers are built at.
 fn t0() -> SystemTime {

@@ -2,14 +2,13 @@
 //! breaker closes on a probe, refusals for the rest, and a relapse that
 //! re-opens with the outage's backoff.
 
-mod common;
-
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
 use fusebox::{Breaker, CallError, RampUp, Reason, State};
+
+use crate::support::breaker::*;
 
 /// Consecutive(1), 10 s open doubling per re-open, a 10 s ramp from 20 %.
 fn ramping() -> (Breaker, Arc<quanta::Mock>) {
