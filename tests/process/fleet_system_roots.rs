@@ -2,8 +2,9 @@
 //! `rustls-native-certs` finds them: here `SSL_CERT_FILE` names a test CA,
 //! so that the system's store is one the test controls.
 //!
-//! Its own test binary with one test, because it sets an environment
-//! variable of the process (no other thread reads the environment then).
+//! It sets an environment variable of the process, so it runs alone
+//! (`support::process::alone`): no other test's thread reads the
+//! environment then.
 #![cfg(feature = "redis")]
 
 use fusebox::fleet::Fleet;
@@ -12,10 +13,12 @@ use fusebox::{Reason, State};
 use crate::support::breaker::{fail, MS, SEC};
 use crate::support::certs::Certs;
 use crate::support::fleet_kit::vendor;
+use crate::support::process::alone;
 use crate::support::redis_server::{wait_for, Options, RedisServer, TlsFiles};
 
 #[test]
 fn a_rediss_url_without_settings_trusts_the_system_roots() {
+    let _alone = alone();
     let certs = Certs::generate("system");
     std::env::set_var("SSL_CERT_FILE", certs.path("ca.crt"));
     let redis = RedisServer::start_with(Options {

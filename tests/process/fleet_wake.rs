@@ -9,7 +9,6 @@
 //! anything took.
 #![cfg(feature = "redis")]
 
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use fusebox::fleet::{Fleet, FleetBuilder};
@@ -28,10 +27,8 @@ const AGENT_THREAD: &str = "fusebox-fleet";
 const READER_THREAD: &str = "fusebox-pubsub";
 
 /// Held by each test: the thread count is the process's.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+    crate::support::process::alone()
 }
 
 /// Polls `cond` every millisecond until it holds; fails the test after

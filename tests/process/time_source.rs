@@ -9,7 +9,6 @@
 //! quanta's upkeep state is process-wide, so the tests run one at a time.
 
 use std::io;
-use std::sync::Mutex;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -23,10 +22,8 @@ const WINDOW: Duration = Duration::from_millis(100);
 const SLOW: Duration = Duration::from_millis(20);
 
 /// quanta's upkeep thread and recent time are global: one test at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    crate::support::process::alone()
 }
 
 fn builder() -> fusebox::BreakerBuilder {
@@ -242,7 +239,7 @@ fn an_open_breaker_admits_a_probe_in_a_forked_child() {
     assert_eq!(b.state(), State::Open);
 
     // SAFETY: the other threads of this process (the test harness, tests
-    // waiting on `SERIAL`, the upkeep thread) hold no lock the child takes.
+    // waiting on `serial()`, the upkeep thread) hold no lock the child takes.
     // The child never returns: it leaves through `_exit`.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork failed: {}", io::Error::last_os_error());

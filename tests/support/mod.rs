@@ -1,6 +1,7 @@
 //! What the test binaries share: a breaker on a mock clock and calls with
 //! each outcome, real servers on loopback (HTTP, Redis, Prometheus), test
-//! certificates, a log capture and two counting allocators.
+//! certificates, a log capture, two counting allocators, and a turn for the
+//! tests that need the process to themselves.
 //!
 //! Each binary under `tests/` (one per area, `tests/AREA/main.rs`) reaches
 //! it with `#[path = "../support/mod.rs"] mod support;`, and its modules
@@ -16,5 +17,6 @@ pub mod fleet_kit;
 pub mod http_server;
 pub mod live_bytes;
 pub mod log_capture;
+pub mod process;
 pub mod prometheus_server;
 pub mod redis_server;
