@@ -18,6 +18,7 @@ use fusebox::registry::{Override, Registry};
 use fusebox::{BreakerConfig, CallPath, Classifier, LatencyTrip, State};
 
 use crate::support::breaker::*;
+use crate::support::example;
 use crate::support::prometheus_server::{promtool, temp_dir, tools_or_skip, PrometheusServer};
 
 fn ops(file: &str) -> PathBuf {
@@ -359,28 +360,14 @@ fn a_real_prometheus_scrapes_the_admin_endpoint_and_fires_on_a_critical_breaker(
 }
 
 /// The ops example's own process (`examples/ops.rs`, killed when dropped),
-/// as `cargo test` builds it beside the test binaries (`--test alerts` alone
-/// does not rebuild it: a binary left from an older build is what runs).
+/// built by the cargo that runs this test, with this test's features.
 struct OpsExample(std::process::Child);
 
 impl OpsExample {
     /// Starts it with the admin `token`; returns it and its admin address.
     fn start(token: &str) -> (OpsExample, std::net::SocketAddr) {
         use std::io::{BufRead, BufReader};
-        // target/debug/deps/alerts-… → target/debug/examples/ops
-        let exe = std::env::current_exe().expect("the test's own path");
-        let ops = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("the target directory")
-            .join("examples")
-            .join(format!("ops{}", std::env::consts::EXE_SUFFIX));
-        assert!(
-            ops.exists(),
-            "{} is missing: `cargo test --all-features` builds the examples with the tests \
-             (or `cargo build --example ops --features admin,serde`)",
-            ops.display()
-        );
+        let ops = example::build("ops", &["admin", "serde"]);
         let mut child = std::process::Command::new(&ops)
             .arg("forever")
             .env("FUSEBOX_ADMIN_TOKEN", token)

@@ -1,7 +1,8 @@
 //! What the test binaries share: a breaker on a mock clock and calls with
 //! each outcome, real servers on loopback (HTTP, Redis, Prometheus), test
-//! certificates, a log capture, two counting allocators, and a turn for the
-//! tests that need the process to themselves.
+//! certificates, the examples built by the cargo that runs the tests, a log
+//! capture, two counting allocators, and a turn for the tests that need the
+//! process to themselves.
 //!
 //! Each binary under `tests/` (one per area, `tests/AREA/main.rs`) reaches
 //! it with `#[path = "../support/mod.rs"] mod support;`, and its modules
@@ -12,6 +13,7 @@
 pub mod breaker;
 pub mod certs;
 pub mod counting_alloc;
+pub mod example;
 #[cfg(feature = "redis")]
 pub mod fleet_kit;
 pub mod http_server;
