@@ -7,7 +7,7 @@
 //!
 //! The figures the slow-client tests measure (time to serve a well-behaved
 //! client, time to stop, a trading thread's worst call with and without the
-//! attack) are printed: `cargo test --test admin_hostile -- --nocapture`.
+//! attack) are printed: `cargo test --test admin hostile:: -- --nocapture`.
 #![cfg(feature = "admin")]
 
 use std::io::{Read, Write};

@@ -5,9 +5,9 @@
 //! or errors.
 //!
 //! Certificates are made at test time with `openssl` (tests/support/certs.rs).
-//! As in tests/fleet.rs, local time comes from mock clocks, the tests wait by
-//! polling bounded by `PATIENCE`, and nothing asserts on how long anything
-//! took.
+//! As in tests/fleet/fleet.rs, local time comes from mock clocks, the tests
+//! wait by polling bounded by `PATIENCE`, and nothing asserts on how long
+//! anything took.
 #![cfg(feature = "redis")]
 
 use fusebox::fleet::{Fleet, FleetBuilder};

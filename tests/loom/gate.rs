@@ -2,7 +2,7 @@
 //! counted without the lock against the locked operations that end its
 //! period (a reset, a failure), and the lock side's take and seal.
 //!
-//! Run with `RUSTFLAGS="--cfg loom" cargo test --test loom_gate --release`.
+//! Run with `RUSTFLAGS="--cfg loom" cargo test --test loom --release`.
 //! The locked side is a small stand-in for the machine with the same rules:
 //! a success of an earlier generation counts in the totals only.
 #![cfg(loom)]

@@ -1,10 +1,6 @@
 //! What the fleet tests share beyond the server: a breaker that trips at
 //! once, whether an agent is up, and a plain connection to look at Redis's
 //! keys.
-//!
-//! Use it from a fleet test file (which also has `mod common;` and the
-//! `redis_server` module) with
-//! `#[path = "support/fleet_kit.rs"] mod fleet_kit;`.
 // Each test file uses its own subset of these helpers.
 #![allow(dead_code)]
 
