@@ -27,7 +27,7 @@
 //! the breaker carried, except after 2^32 seals: a caller would have to stall
 //! between its load of the word and its compare-and-swap while 2^32 locked
 //! operations change the state, for its success to land in the wrong period.
-//! `tests/loom_gate.rs` checks the protocol under a model checker.
+//! `tests/loom/gate.rs` checks the protocol under a model checker.
 
 use crate::counter::PerThread;
 use crate::machine::{GATE_CLOSED, GATE_GENERATION_SHIFT, GATE_QUIET_SUCCESS, GATE_TAG_SHIFT};
@@ -197,7 +197,7 @@ fn tagged(word: u64, tag: u32) -> u64 {
 }
 
 /// The protocol's entry points, public for the model checker's test
-/// (`tests/loom_gate.rs`) and only under `--cfg loom`.
+/// (`tests/loom/gate.rs`) and only under `--cfg loom`.
 #[cfg(loom)]
 #[allow(missing_docs, missing_debug_implementations)]
 pub mod model {

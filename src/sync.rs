@@ -1,5 +1,5 @@
 //! The atomics the lock-free paths use: the standard library's, or the model
-//! checker's under `--cfg loom` (see `tests/loom_gate.rs`).
+//! checker's under `--cfg loom` (see `tests/loom/gate.rs`).
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};

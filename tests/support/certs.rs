@@ -3,9 +3,6 @@
 //! a server certificate it signed for `127.0.0.1` and `localhost`, and a
 //! client certificate it signed. Nothing here is ever committed.
 //!
-//! Use it from a test file with
-//! `#[path = "support/certs.rs"] mod certs;`.
-//!
 //! `openssl` must be installed (`scripts/test` installs it): if it is
 //! missing, making certificates panics with a message that says so.
 // Each test file uses its own subset of these helpers.

@@ -2,8 +2,8 @@
 //! allocations made by the current thread, so that other threads (a loopback
 //! server, tests running in parallel) do not show up in a count.
 //!
-//! A test binary installs it with
-//! `#[global_allocator] static GLOBAL: counting_alloc::Counting = counting_alloc::Counting;`.
+//! A test binary installs it in its `main.rs` with `#[global_allocator] static
+//! GLOBAL: support::counting_alloc::Counting = support::counting_alloc::Counting;`.
 //! (`unsafe` is needed to implement `GlobalAlloc`; the crate itself forbids it.)
 
 use std::alloc::{GlobalAlloc, Layout, System};

@@ -1,18 +1,14 @@
 //! What the fleet tests share beyond the server: a breaker that trips at
 //! once, whether an agent is up, and a plain connection to look at Redis's
 //! keys.
-//!
-//! Use it from a fleet test file (which also has `mod common;` and the
-//! `redis_server` module) with
-//! `#[path = "support/fleet_kit.rs"] mod fleet_kit;`.
 // Each test file uses its own subset of these helpers.
 #![allow(dead_code)]
 
 use fusebox::fleet::{Fleet, FleetBuilder};
 use fusebox::Breaker;
 
-use crate::common::{quiet, MS, SEC};
-use crate::redis_server::RedisServer;
+use crate::support::breaker::{quiet, MS, SEC};
+use crate::support::redis_server::RedisServer;
 
 /// A fleet agent for the test server under `prefix`, with short ticks and
 /// reads (2 ms, 20 ms) and a quick reconnection, so that tests wait little,

@@ -3,9 +3,6 @@
 //! stopped (connections are then refused) and restarted on the same port.
 //! [`HttpServer::start_tls`] starts the same server behind TLS (rustls,
 //! ring), with a certificate the test made.
-//!
-//! Use it from a test file with
-//! `#[path = "support/http_server.rs"] mod http_server;`.
 // Each test file uses its own subset of these helpers.
 #![allow(dead_code)]
 

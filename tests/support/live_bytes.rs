@@ -6,8 +6,8 @@
 //! `one_at_a_time()` from start to end: then no other test allocates or
 //! frees while it measures.
 //!
-//! A test binary installs it with
-//! `#[global_allocator] static GLOBAL: live_bytes::Live = live_bytes::Live;`.
+//! A test binary installs it in its `main.rs` with `#[global_allocator]
+//! static GLOBAL: support::live_bytes::Live = support::live_bytes::Live;`.
 //! (`unsafe` is needed to implement `GlobalAlloc`; the crate itself forbids it.)
 
 use std::alloc::{GlobalAlloc, Layout, System};

@@ -2,9 +2,6 @@
 //! library logs. Installed once per test binary by the first [`lines`] or
 //! [`install`] call; tests running in parallel share it, so each looks only
 //! at the lines that name something of its own (a fleet prefix).
-//!
-//! Use it from a test file with
-//! `#[path = "support/log_capture.rs"] mod log_capture;`.
 // Each test file uses its own subset of these helpers.
 #![allow(dead_code)]
 

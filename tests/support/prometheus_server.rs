@@ -2,9 +2,6 @@
 //! target every second with the given rule files, its data in a temporary
 //! directory; killed when dropped. And `promtool`, from the same package.
 //!
-//! Use it from a test file with
-//! `#[path = "support/prometheus_server.rs"] mod prometheus_server;`.
-//!
 //! `prometheus` and `promtool` come with Debian's `prometheus` package,
 //! which `scripts/test` installs when missing. If they are missing, a test
 //! fails with a message that says so, unless `FUSEBOX_PROMETHEUS_UNAVAILABLE`

@@ -6,8 +6,8 @@
 //! [`RedisSentinels`] a master, a replica and three sentinels
 //! (`redis-server --sentinel`).
 //!
-//! Use it from a test file with
-//! `#[path = "support/redis_server.rs"] mod redis_server;`.
+//! It needs nothing else of the support tree: the fleet bench and the
+//! fleet-timeline example (`benches/`) include this file by its path.
 //!
 //! `redis-server` and `redis-cli` must be installed (`scripts/test`
 //! installs them): if one is missing, starting a server panics with a
