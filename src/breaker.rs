@@ -19,11 +19,8 @@ use crate::classify::ErrorView;
 use crate::clock::Time;
 use crate::config::{BreakerBuilder, Callback};
 use crate::events::{Delivery, Subscribers, Subscription};
-use crate::gate::{Gate, Published};
-use crate::machine::{
-    Admit, Machine, Ticket, Transition, GATE_CLOSED, GATE_FORCED, GATE_GENERATION_SHIFT,
-    GATE_HALF_OPEN, GATE_OPEN,
-};
+use crate::gate::{Gate, Published, Word};
+use crate::machine::{Admit, Machine, Ticket, Transition};
 use crate::notifier::{self, Handoff};
 use crate::snapshot::{rate, Snapshot, StateTimes, Totals};
 
@@ -136,12 +133,11 @@ impl Breaker {
     /// Lock-free unless the gate says open and past its period, or
     /// half-open.
     pub(crate) fn begin_health_probe(&self) -> Option<ProbeOut> {
-        let gate = self.inner.gate.word();
         let now = self.inner.hot().time.now();
-        match gate & 3 {
-            GATE_CLOSED | GATE_FORCED => return None,
-            GATE_OPEN if now < gate >> 2 => return None,
-            _ => {}
+        match self.inner.gate.word() {
+            Word::Closed { .. } | Word::ForcedOpen { .. } => return None,
+            Word::Open { until } if now < until => return None,
+            Word::Open { .. } | Word::Locked => {}
         }
         let (ticket, changed) = {
             let mut core = self.lock();
@@ -578,29 +574,25 @@ impl Breaker {
         // The hot path. Closed: one atomic load (plus a clock read when calls
         // are timed). Open: one atomic load and one clock read, then the
         // refusal. Everything else takes the lock in `acquire_locked`.
-        let gate = self.inner.gate.word();
-        match gate & 3 {
-            GATE_CLOSED => {
-                let generation = gate >> GATE_GENERATION_SHIFT;
+        match self.inner.gate.word() {
+            Word::Closed { generation, .. } => {
                 if let Some(started) = self.start() {
                     return Ok(Permit::new(self, Ticket::Closed { generation }, started));
                 }
             }
-            GATE_FORCED => {
-                // Forced open until reset (0), or until an expiry.
-                let until = gate >> 2;
-                if until == 0 || self.inner.hot().time.now() < until {
+            Word::ForcedOpen { until } => {
+                // Forced open until a reset, or until an expiry.
+                if until.is_none_or(|until| self.inner.hot().time.now() < until) {
                     return Err(self.refuse(State::ForcedOpen, None));
                 }
             }
-            GATE_OPEN => {
+            Word::Open { until } => {
                 let now = self.inner.hot().time.now();
-                let until = gate >> 2;
                 if now < until {
                     return Err(self.refuse(State::Open, Some(until - now)));
                 }
             }
-            _ => debug_assert_eq!(gate, GATE_HALF_OPEN),
+            Word::Locked => {}
         }
         self.acquire_locked()
     }
@@ -630,17 +622,15 @@ impl Breaker {
     /// short-circuiting maintenance window scheduled); half-open, ramping
     /// or inside such a window, one lock round trip.
     pub fn would_permit(&self) -> bool {
-        let gate = self.inner.gate.word();
-        match gate & 3 {
+        let now = || self.inner.hot().time.now();
+        match self.inner.gate.word() {
             // Unless a short-circuiting maintenance window may have begun.
-            GATE_CLOSED if self.inner.watch_from.load(Ordering::Relaxed) == u64::MAX => true,
-            GATE_CLOSED
-                if self.inner.hot().time.now() < self.inner.watch_from.load(Ordering::Relaxed) =>
-            {
+            Word::Closed { .. } if self.inner.watch_from.load(Ordering::Relaxed) == u64::MAX => {
                 true
             }
-            GATE_FORCED if gate >> 2 == 0 || self.inner.hot().time.now() < gate >> 2 => false,
-            GATE_OPEN if self.inner.hot().time.now() < gate >> 2 => false,
+            Word::Closed { .. } if now() < self.inner.watch_from.load(Ordering::Relaxed) => true,
+            Word::ForcedOpen { until } if until.is_none_or(|until| now() < until) => false,
+            Word::Open { until } if now() < until => false,
             _ => {
                 let now = self.inner.hot().time.now();
                 self.lock().machine.would_admit(now)
@@ -827,16 +817,16 @@ impl Breaker {
     /// Closed and forced open: one atomic load. Open: one clock read more.
     /// Half-open: one lock round trip.
     pub fn state(&self) -> State {
-        let gate = self.inner.gate.word();
-        match gate & 3 {
-            GATE_CLOSED => State::Closed,
-            GATE_FORCED if gate >> 2 == 0 || self.inner.hot().time.now() < gate >> 2 => {
+        let now = || self.inner.hot().time.now();
+        match self.inner.gate.word() {
+            Word::Closed { .. } => State::Closed,
+            Word::ForcedOpen { until } if until.is_none_or(|until| now() < until) => {
                 State::ForcedOpen
             }
-            GATE_FORCED => State::Closed,
-            GATE_OPEN if self.inner.hot().time.now() < gate >> 2 => State::Open,
-            GATE_OPEN => State::HalfOpen,
-            _ => {
+            Word::ForcedOpen { .. } => State::Closed,
+            Word::Open { until } if now() < until => State::Open,
+            Word::Open { .. } => State::HalfOpen,
+            Word::Locked => {
                 let now = self.inner.hot().time.now();
                 self.lock().machine.state_at(now)
             }
