@@ -290,12 +290,7 @@ impl Breaker {
         let health_probe = b.recovery.health_probe();
         let probe_thread = b.probe_thread;
         let count_in_flight = b.settings.count_in_flight;
-        let machine = Machine::new(
-            crate::config::Settings::shared(b.settings),
-            &b.recovery,
-            seed,
-            time.now(),
-        );
+        let machine = Machine::new(b.settings, &b.recovery, seed, time.now());
         let reanchor_at = match &wall {
             Some(_) if machine.has_schedule() => time.now().saturating_add(REANCHOR_EVERY),
             _ => u64::MAX,

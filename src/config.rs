@@ -6,182 +6,13 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backoff::Backoff;
 use crate::check::{check, check_rate};
 use crate::events::{Delivery, StateChange};
-use crate::policy::{HalfOpenRate, OpenPeriod, TripPredicate};
 use crate::recovery::health_probe::HealthProbe;
+use crate::settings::Settings;
 use crate::{Breaker, CallPath, Classifier, ConfigError, LatencyTrip, ResultClassifier};
 
 pub(crate) type Callback = Arc<dyn Fn(&StateChange) + Send + Sync>;
-
-/// A weak handle on each set of settings some live breaker runs on
-/// ([`Settings::shared`]).
-static LIVE_SETTINGS: parking_lot::Mutex<Vec<std::sync::Weak<Settings>>> =
-    parking_lot::const_mutex(Vec::new());
-
-/// The validated numeric settings a breaker runs on.
-#[derive(Clone, Debug)]
-pub(crate) struct Settings {
-    pub(crate) failure_threshold: Option<u32>,
-    pub(crate) failure_window: Duration,
-    pub(crate) window_failure_threshold: Option<u32>,
-    pub(crate) failure_rate_threshold: Option<f64>,
-    pub(crate) minimum_calls: u32,
-    pub(crate) slow_call_duration: Option<Duration>,
-    pub(crate) slow_call_rate_threshold: Option<f64>,
-    pub(crate) backoff: Backoff,
-    pub(crate) half_open_max_calls: u32,
-    pub(crate) half_open_success_threshold: u32,
-    pub(crate) max_probe_duration: Duration,
-    /// Boxed: a breaker without a latency policy keeps a pointer.
-    pub(crate) latency_trip: Option<Box<LatencyTrip>>,
-    pub(crate) flapping_trips: Option<u32>,
-    pub(crate) flapping_window: Duration,
-    pub(crate) trip_predicate: Option<TripPredicate>,
-    pub(crate) open_period: Option<OpenPeriod>,
-    pub(crate) count_window: Option<u32>,
-    pub(crate) closed_interval: Option<Duration>,
-    pub(crate) half_open_max_probes: Option<u32>,
-    pub(crate) half_open_rate: Option<HalfOpenRate>,
-    pub(crate) count_in_flight: bool,
-    /// The bounds of the call-duration histogram (used only by a breaker
-    /// that times its calls); the default ones are not copied per breaker.
-    pub(crate) call_duration_buckets: std::borrow::Cow<'static, [Duration]>,
-    /// State changes the breaker keeps for its snapshot's `recent_changes`.
-    pub(crate) event_log_capacity: usize,
-}
-
-impl Settings {
-    /// Whether `self` and `o` are the same settings, so that breakers can
-    /// share one copy. A function (trip predicate, open period) is the same
-    /// only as a clone of the same function. Every field is named, so that
-    /// a new one cannot be left out.
-    fn same(&self, o: &Settings) -> bool {
-        let Settings {
-            failure_threshold,
-            failure_window,
-            window_failure_threshold,
-            failure_rate_threshold,
-            minimum_calls,
-            slow_call_duration,
-            slow_call_rate_threshold,
-            backoff,
-            half_open_max_calls,
-            half_open_success_threshold,
-            max_probe_duration,
-            latency_trip,
-            flapping_trips,
-            flapping_window,
-            trip_predicate,
-            open_period,
-            count_window,
-            closed_interval,
-            half_open_max_probes,
-            half_open_rate,
-            count_in_flight,
-            call_duration_buckets,
-            event_log_capacity,
-        } = self;
-        *failure_threshold == o.failure_threshold
-            && *failure_window == o.failure_window
-            && *window_failure_threshold == o.window_failure_threshold
-            && *failure_rate_threshold == o.failure_rate_threshold
-            && *minimum_calls == o.minimum_calls
-            && *slow_call_duration == o.slow_call_duration
-            && *slow_call_rate_threshold == o.slow_call_rate_threshold
-            && *backoff == o.backoff
-            && *half_open_max_calls == o.half_open_max_calls
-            && *half_open_success_threshold == o.half_open_success_threshold
-            && *max_probe_duration == o.max_probe_duration
-            && *latency_trip == o.latency_trip
-            && *flapping_trips == o.flapping_trips
-            && *flapping_window == o.flapping_window
-            && match (trip_predicate, &o.trip_predicate) {
-                (None, None) => true,
-                (Some(a), Some(b)) => a.same(b),
-                _ => false,
-            }
-            && match (open_period, &o.open_period) {
-                (None, None) => true,
-                (Some(a), Some(b)) => a.same(b),
-                _ => false,
-            }
-            && *count_window == o.count_window
-            && *closed_interval == o.closed_interval
-            && *half_open_max_probes == o.half_open_max_probes
-            && *half_open_rate == o.half_open_rate
-            && *count_in_flight == o.count_in_flight
-            && *call_duration_buckets == o.call_duration_buckets
-            && *event_log_capacity == o.event_log_capacity
-    }
-
-    /// The settings of a breaker about to be built: the copy another live
-    /// breaker runs on if their settings are the same, else `s`, kept for
-    /// the next. Breakers alike share one copy (328 bytes), whether built
-    /// from one [`BreakerConfig`] or from builders set alike. The list holds
-    /// a weak handle per set of settings some live breaker runs on; the
-    /// handles of settings no breaker runs on any more are dropped at each
-    /// build, so the list is bounded by the distinct settings alive at once.
-    pub(crate) fn shared(s: Arc<Settings>) -> Arc<Settings> {
-        let mut live = LIVE_SETTINGS.lock();
-        live.retain(|w| w.strong_count() > 0);
-        let same = live
-            .iter()
-            .filter_map(std::sync::Weak::upgrade)
-            .find(|t| Arc::ptr_eq(t, &s) || t.same(&s));
-        match same {
-            Some(t) => t,
-            None => {
-                live.push(Arc::downgrade(&s));
-                s
-            }
-        }
-    }
-
-    /// Whether any condition needs the sliding window.
-    pub(crate) fn uses_window(&self) -> bool {
-        self.window_failure_threshold.is_some()
-            || self.failure_rate_threshold.is_some()
-            || self.slow_call_rate_threshold.is_some()
-            || self.trip_predicate.is_some()
-    }
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            failure_threshold: Some(5),
-            failure_window: Duration::from_secs(60),
-            window_failure_threshold: None,
-            failure_rate_threshold: Some(0.5),
-            minimum_calls: 20,
-            slow_call_duration: None,
-            slow_call_rate_threshold: None,
-            backoff: Backoff {
-                base: Duration::from_secs(10),
-                multiplier: 2.0,
-                max: Duration::from_secs(300),
-                jitter: 0.1,
-            },
-            half_open_max_calls: 1,
-            half_open_success_threshold: 1,
-            max_probe_duration: Duration::from_secs(30),
-            latency_trip: None,
-            flapping_trips: Some(3),
-            flapping_window: Duration::from_secs(600),
-            trip_predicate: None,
-            open_period: None,
-            count_window: None,
-            closed_interval: None,
-            half_open_max_probes: None,
-            half_open_rate: None,
-            count_in_flight: false,
-            call_duration_buckets: std::borrow::Cow::Borrowed(&crate::histogram::DEFAULT_BUCKETS),
-            event_log_capacity: 16,
-        }
-    }
-}
 
 /// Builds a [`Breaker`] (made by [`Breaker::builder`]), or a reusable
 /// [`BreakerConfig`] (made by [`BreakerConfig::builder`]).
@@ -855,54 +686,11 @@ impl BreakerConfig {
 mod tests {
     use super::*;
 
-    fn with_minimum_calls(n: u32) -> Arc<Settings> {
-        Arc::new(Settings {
-            minimum_calls: n,
-            ..Settings::default()
-        })
-    }
-
-    #[test]
-    fn breakers_set_alike_share_one_copy_of_their_settings() {
-        let a = Settings::shared(with_minimum_calls(1_000_001));
-        let b = Settings::shared(with_minimum_calls(1_000_001));
-        assert!(Arc::ptr_eq(&a, &b));
-        let c = Settings::shared(with_minimum_calls(1_000_002));
-        assert!(!Arc::ptr_eq(&a, &c), "other settings, another copy");
-    }
-
-    #[test]
-    fn settings_with_functions_are_shared_only_with_the_same_function() {
-        let period = |f: OpenPeriod| {
-            Arc::new(Settings {
-                minimum_calls: 1_000_003,
-                open_period: Some(f),
-                ..Settings::default()
-            })
-        };
-        let one = OpenPeriod::new(|_| Duration::from_secs(1));
-        let a = Settings::shared(period(one.clone()));
-        let b = Settings::shared(period(one));
-        assert!(Arc::ptr_eq(&a, &b), "a clone of one function is the same");
-        let c = Settings::shared(period(OpenPeriod::new(|_| Duration::from_secs(1))));
-        assert!(!Arc::ptr_eq(&a, &c), "an equal function is not the same");
-    }
-
     #[test]
     fn a_setting_changed_on_a_copy_of_a_builder_stays_on_that_copy() {
         let a = Breaker::builder("a").minimum_calls(3);
         let b = a.clone().minimum_calls(4);
         assert_eq!(a.settings.minimum_calls, 3);
         assert_eq!(b.settings.minimum_calls, 4);
-    }
-
-    #[test]
-    fn settings_no_breaker_runs_on_are_let_go() {
-        // 1,000 sets of settings one after another, each dropped before
-        // the next: the list keeps none of them for long.
-        for n in 0..1_000 {
-            drop(Settings::shared(with_minimum_calls(2_000_000 + n)));
-            assert!(LIVE_SETTINGS.lock().len() < 100);
-        }
     }
 }

@@ -327,6 +327,7 @@ pub mod retry;
 // the admin endpoint serves.
 #[cfg(any(feature = "serde", feature = "admin"))]
 mod serialize;
+mod settings;
 mod snapshot;
 mod state;
 mod sync;

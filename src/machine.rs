@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use crate::backoff::Rng;
 use crate::check::nanos;
-use crate::config::Settings;
 use crate::count_window::{CountWindow, Tally};
 use crate::events::Reason;
 use crate::gate::Word;
@@ -19,6 +18,7 @@ use crate::histogram::CallDurations;
 use crate::latency::LatencyWindow;
 use crate::policy::{OpenPeriodInput, RoundDecision, WindowCounts};
 use crate::recovery::{Recovering, Recovery};
+use crate::settings::Settings;
 use crate::window::{Counts, Window};
 use crate::{ProbeTotals, State, Verdict};
 
@@ -77,8 +77,7 @@ pub(crate) struct Totals {
 
 #[derive(Debug)]
 pub(crate) struct Machine {
-    /// Shared by the breakers whose settings are the same
-    /// ([`Settings::shared`]).
+    /// Shared by the breakers a configuration stamps (`src/settings.rs`).
     s: Arc<Settings>,
     state: State,
     entered_at: u64,
