@@ -1554,10 +1554,11 @@ mod layout {
     }
 
     #[test]
-    fn the_shared_state_takes_at_most_seven_lines() {
-        // docs/performance.md accounts for every line; a field that adds
-        // one should be weighed there.
-        assert!(size_of::<super::Inner>() <= 7 * 128);
+    fn the_shared_state_takes_at_most_eleven_lines() {
+        // The word's line, a count line per thread slot, and six lines of
+        // the rest: a field that adds one should be weighed.
+        let size = size_of::<super::Inner>();
+        assert!(size <= 11 * 128, "{size} bytes");
     }
 
     #[test]

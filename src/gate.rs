@@ -130,17 +130,14 @@ impl Word {
     }
 }
 
-/// The word and the quiet deadline, on one read-mostly line, with where the
-/// counts are and `hot`: what the holder's hot path reads beside the word
-/// and never writes (its time source and flags), so that a call reads one
-/// shared line and its thread's count line.
+/// The word and the quiet deadline, on one read-mostly line, with `hot`:
+/// what the holder's hot path reads beside the word and never writes (its
+/// time source and flags), so that a call reads one shared line and its
+/// thread's count line.
 #[repr(align(128))]
 struct Line<H> {
     word: AtomicU64,
     quiet_until: AtomicU64,
-    /// The quiet successes, and the other counts the hot path keeps without
-    /// the lock (refusals, admissions), on a line per thread slot.
-    counts: PerThread,
     hot: H,
 }
 
@@ -148,6 +145,10 @@ struct Line<H> {
 /// the counts of its per-thread lines; `H` rides on the word's line.
 pub(crate) struct Gate<H = ()> {
     line: Line<H>,
+    /// The quiet successes, and the other counts the hot path keeps without
+    /// the lock (refusals, admissions), on a line per thread slot: at a
+    /// fixed offset from the word's line.
+    counts: PerThread,
 }
 
 /// What the gate last published: kept under the lock, so the gate is
@@ -174,9 +175,9 @@ impl<H> Gate<H> {
             line: Line {
                 word: AtomicU64::new(word.encode(0)),
                 quiet_until: AtomicU64::new(deadline),
-                counts: PerThread::new(0),
                 hot,
             },
+            counts: PerThread::new(0),
         };
         (gate, p)
     }
@@ -219,21 +220,21 @@ impl<H> Gate<H> {
         if windowed && now() >= self.line.quiet_until.load(Ordering::Acquire) {
             return false;
         }
-        self.line.counts.try_add_quiet(Word::tag(word))
+        self.counts.try_add_quiet(Word::tag(word))
     }
 
     /// The per-thread counts, for the refusals and admissions the hot path
     /// counts beside the quiet successes.
     #[inline(always)]
     pub(crate) fn counts(&self) -> &PerThread {
-        &self.line.counts
+        &self.counts
     }
 
     /// Under the lock: the quiet successes counted since the last take, all
     /// in the period `p` names.
     #[inline]
     pub(crate) fn take_quiet(&self, p: &Published) -> u64 {
-        self.line.counts.take_quiet(p.tag)
+        self.counts.take_quiet(p.tag)
     }
 
     /// Under the lock, after an operation on the machine `m`: publishes
@@ -266,7 +267,7 @@ impl<H> Gate<H> {
         } = p.word
         {
             p.tag = p.tag.wrapping_add(1);
-            let n = self.line.counts.retag_quiet(p.tag);
+            let n = self.counts.retag_quiet(p.tag);
             if n > 0 {
                 result = late(m, n, generation);
             }
