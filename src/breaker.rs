@@ -3,11 +3,9 @@
 //!
 //! Everything that touches the lock, the clock or a callback is in this file.
 
-use std::cell::Cell;
-use std::collections::VecDeque;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
@@ -18,10 +16,11 @@ use crate::cause::{FailureCause, LastNote, Note};
 use crate::classify::ErrorView;
 use crate::clock::Time;
 use crate::config::{BreakerBuilder, Callback};
-use crate::events::{Delivery, Subscribers, Subscription};
+use crate::delivery::{Courier, Outbox, Pending};
+use crate::events::{Subscribers, Subscription};
 use crate::gate::{Gate, Published, Word};
 use crate::machine::{Admit, Machine, Ticket, Transition};
-use crate::notifier::{self, Handoff};
+use crate::notifier;
 use crate::snapshot::{rate, Snapshot, StateTimes, Totals};
 
 /// How often, at most, the wall clock is read again, in nanoseconds.
@@ -74,12 +73,8 @@ struct Inner {
     /// The wall clock, if it is read again as the breaker runs.
     wall: Option<Box<Wall>>,
     core: Mutex<Core>,
-    /// Who delivers: bit 0 ([`BUSY`]) is set while a thread delivers; above
-    /// it, in units of [`CREDIT`], the changes handed off to the notifier.
-    delivery: AtomicU64,
-    /// Whether the notifier has this breaker in its queue.
-    scheduled: AtomicBool,
-    delivery_mode: Delivery,
+    /// Who delivers its state changes (`src/delivery.rs`).
+    courier: Courier,
     classifier: Classifier,
     result_classifier: Option<ResultClassifier>,
     on_change: Option<Callback>,
@@ -171,17 +166,6 @@ impl Breaker {
     }
 }
 
-/// Set in `Inner::delivery` while a thread delivers.
-const BUSY: u64 = 1;
-/// One change handed off, in `Inner::delivery`.
-const CREDIT: u64 = 2;
-
-thread_local! {
-    /// The breaker this thread is delivering for (its address, or 0), and
-    /// the changes that the callbacks it runs have caused meanwhile.
-    static DELIVERING: Cell<(usize, u64)> = const { Cell::new((0, 0)) };
-}
-
 /// The wall clock a breaker reads again as it runs, and when it next does:
 /// only locked operations read them, so they live in a box of their own,
 /// off the shared state's lines.
@@ -233,10 +217,8 @@ impl Inner {
 struct Changes {
     /// The last change.
     last: StateChange,
-    /// Changes waiting for delivery, at most `Delivery::PENDING_CAPACITY`.
-    queue: VecDeque<StateChange>,
-    /// Changes dropped from a full queue.
-    dropped: u64,
+    /// Changes waiting for delivery.
+    pending: Pending<StateChange>,
 }
 
 /// What the lock guards.
@@ -336,9 +318,7 @@ impl Breaker {
                     recent_failure: LastNote::default(),
                     opened_by: None,
                 }),
-                delivery: AtomicU64::new(0),
-                scheduled: AtomicBool::new(false),
-                delivery_mode: b.delivery,
+                courier: Courier::new(b.delivery),
                 classifier,
                 result_classifier: b.result_classifier,
                 on_change: b.on_state_change,
@@ -849,7 +829,7 @@ impl Breaker {
                 core.machine.view(now),
                 core.changes.as_ref().map(|c| c.last.clone()),
                 Arc::clone(&core.recent),
-                core.changes.as_ref().map_or(0, |c| c.dropped),
+                core.changes.as_ref().map_or(0, |c| c.pending.dropped()),
                 changed,
                 core.opened_by.clone(),
             )
@@ -1175,8 +1155,7 @@ impl Breaker {
             }
             None => core.changes.insert(Box::new(Changes {
                 last: change.clone(),
-                queue: VecDeque::new(),
-                dropped: 0,
+                pending: Pending::default(),
             })),
         };
         let keep = core.machine.settings().event_log_capacity;
@@ -1188,11 +1167,7 @@ impl Breaker {
                 .chain(std::iter::once(change.clone()))
                 .collect();
         }
-        if changes.queue.len() >= Delivery::PENDING_CAPACITY {
-            changes.queue.pop_front();
-            changes.dropped += 1;
-        }
-        changes.queue.push_back(change);
+        changes.pending.push(change);
     }
 
     /// Under the lock: publish the gate if the machine's has changed,
@@ -1307,121 +1282,18 @@ fn remember_cause(core: &mut Core, t: &Transition) -> Option<Arc<FailureCause>> 
     }
 }
 
-/// Delivery of state changes, outside the lock.
-///
-/// Every change is queued under the lock (`publish`), and delivered by
-/// popping the queue's head while holding the `BUSY` bit of
-/// `Inner::delivery`: one deliverer at a time, so changes go out in `seq`
-/// order, each once. Each change is a credit held by the thread that caused
-/// it. With `Delivery::Caller`, that thread takes `BUSY` and delivers as
-/// many changes as it holds credits (plus those its own callbacks cause
-/// meanwhile), then lets go. If `BUSY` is taken, it adds its credits to
-/// `Inner::delivery` and returns at once; the deliverer, when it lets go,
-/// sees them and hands them to the notifier thread. With
-/// `Delivery::Notifier`, every credit goes to the notifier.
-///
-/// The queue never holds more changes than there are credits, so nothing is
-/// left waiting with nobody to deliver it.
-impl Inner {
-    /// After the lock is released: deliver, or hand off, the `n` changes
-    /// this thread's call caused.
-    fn dispatch(self: &Arc<Self>, n: u64) {
-        let me = self.address();
-        let reentrant = DELIVERING.with(|d| {
-            let (who, extra) = d.get();
-            let inside = who == me;
-            if inside {
-                // A callback this thread is running caused it: delivered by
-                // this thread, after the current change.
-                d.set((who, extra + n));
-            }
-            inside
-        });
-        if reentrant {
-            return;
-        }
-        if self.delivery_mode == Delivery::Notifier {
-            self.hand_off(n);
-            return;
-        }
-        let mut word = self.delivery.load(Ordering::SeqCst);
-        loop {
-            let busy = word & BUSY != 0;
-            let next = if busy { word + n * CREDIT } else { word | BUSY };
-            match self.delivery.compare_exchange_weak(
-                word,
-                next,
-                Ordering::SeqCst,
-                Ordering::SeqCst,
-            ) {
-                // Another thread is delivering: handed off, no waiting.
-                Ok(_) if busy => return,
-                Ok(_) => break,
-                Err(now) => word = now,
-            }
-        }
-        self.deliver_up_to(n);
-        self.let_go();
+/// What delivery (`src/delivery.rs`) needs of the breaker: its courier,
+/// its queue, and the user's code each change runs.
+impl Outbox for Inner {
+    type Change = StateChange;
+
+    fn courier(&self) -> &Courier {
+        &self.courier
     }
 
-    /// Hands the `n` changes a thread caused to the notifier, whatever the
-    /// delivery mode: for a thread that must not run user code.
-    fn hand_off(self: &Arc<Self>, n: u64) {
-        self.delivery.fetch_add(n * CREDIT, Ordering::SeqCst);
-        self.schedule();
-    }
-
-    /// Delivers up to `n` changes from the head of the queue, plus those
-    /// the callbacks cause meanwhile. The caller holds `BUSY`.
-    fn deliver_up_to(&self, mut n: u64) {
-        let saved = DELIVERING.with(|d| d.replace((self.address(), 0)));
-        while n > 0 {
-            let next = {
-                let mut core = self.core.lock();
-                core.changes.as_mut().and_then(|c| {
-                    let next = c.queue.pop_front();
-                    if c.queue.is_empty() && c.queue.capacity() > 64 {
-                        // A backlog is over: give its memory back.
-                        c.queue.shrink_to(16);
-                    }
-                    next
-                })
-            };
-            let Some(change) = next else { break };
-            self.deliver(&change);
-            n -= 1;
-            n += DELIVERING.with(|d| {
-                let (who, extra) = d.get();
-                d.set((who, 0));
-                extra
-            });
-        }
-        DELIVERING.with(|d| d.set(saved));
-    }
-
-    /// Clears `BUSY`; changes handed off meanwhile go to the notifier.
-    fn let_go(self: &Arc<Self>) {
-        let before = self.delivery.fetch_sub(BUSY, Ordering::SeqCst);
-        if before >= CREDIT {
-            self.schedule();
-        }
-    }
-
-    /// Puts this breaker in the notifier's queue, unless it is there.
-    fn schedule(self: &Arc<Self>) {
-        if self.scheduled.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        let me: Weak<Inner> = Arc::downgrade(self);
-        if !notifier::schedule(me) {
-            // The notifier's queue is full (or its thread could not start):
-            // the changes stay queued, and the next change tries again.
-            self.scheduled.store(false, Ordering::SeqCst);
-        }
-    }
-
-    fn address(&self) -> usize {
-        std::ptr::from_ref(self) as usize
+    fn pop(&self) -> Option<StateChange> {
+        let mut core = self.core.lock();
+        core.changes.as_mut().and_then(|c| c.pending.pop())
     }
 
     /// Runs the user's code for one change: the log sink, then the callback,
@@ -1462,30 +1334,9 @@ impl Inner {
             subscribers.publish(change);
         }
     }
-}
 
-impl Handoff for Inner {
-    /// On the notifier thread: deliver the changes handed off, unless a
-    /// caller is delivering (it hands them back when it lets go).
-    fn deliver_handed_off(self: Arc<Self>) {
-        self.scheduled.store(false, Ordering::SeqCst);
-        let mut word = self.delivery.load(Ordering::SeqCst);
-        let credits = loop {
-            if word & BUSY != 0 || word < CREDIT {
-                return;
-            }
-            match self.delivery.compare_exchange_weak(
-                word,
-                BUSY,
-                Ordering::SeqCst,
-                Ordering::SeqCst,
-            ) {
-                Ok(_) => break word / CREDIT,
-                Err(now) => word = now,
-            }
-        };
-        self.deliver_up_to(credits);
-        self.let_go();
+    fn schedule(this: Weak<Self>) -> bool {
+        notifier::schedule(this)
     }
 }
 

@@ -296,6 +296,7 @@ mod config;
 pub mod config_file;
 mod count_window;
 mod counter;
+mod delivery;
 pub mod duration;
 mod error;
 mod events;
@@ -362,6 +363,13 @@ pub use quanta;
 #[cfg(loom)]
 #[doc(hidden)]
 pub use gate::model as loom_gate;
+
+/// The delivery protocol, for the model checker's test only.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod loom_delivery {
+    pub use crate::delivery::{Courier, Outbox, Pending};
+}
 
 /// The README's Rust examples, compiled and run as doctests.
 #[cfg(doctest)]
