@@ -54,10 +54,10 @@ use crate::{
 /// ```
 #[derive(Clone)]
 pub struct Breaker {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(crate) struct Inner {
     name: Arc<str>,
     /// From when a call to a closed breaker takes the lock to be checked
     /// against a maintenance window; read only when `Hot::times_calls` (and
@@ -69,10 +69,10 @@ struct Inner {
     /// under the lock, but for those counts. Refusals and admissions are
     /// counted in the gate's per-thread lines too. What the hot path reads
     /// beside the word rides on its line ([`Hot`]).
-    gate: Gate<Hot>,
+    pub(crate) gate: Gate<Hot>,
     /// The wall clock, if it is read again as the breaker runs.
     wall: Option<Box<Wall>>,
-    core: Mutex<Core>,
+    pub(crate) core: Mutex<Core>,
     /// Who delivers its state changes (`src/delivery.rs`).
     courier: Courier,
     classifier: Classifier,
@@ -81,89 +81,6 @@ struct Inner {
     /// Made at the first subscription: a breaker nobody subscribes to
     /// keeps an empty cell.
     subscribers: OnceLock<Arc<Subscribers>>,
-}
-
-// The health-probe thread's seam. The process's health-probe thread
-// (`src/trading/probe.rs`) stands above the breaker and reaches it through
-// what follows only: a handle that does not keep the breaker alive, and the
-// two steps of a probe made in the background. The breaker does not import
-// the thread's module: the builder's `health_probe` setter hands the thread's
-// `watch` to the breaker, which calls it once, at build.
-
-/// A breaker held without keeping it alive, by the health-probe thread.
-#[derive(Clone)]
-pub(crate) struct WeakBreaker(Weak<Inner>);
-
-impl WeakBreaker {
-    pub(crate) fn upgrade(&self) -> Option<Breaker> {
-        self.0.upgrade().map(|inner| Breaker { inner })
-    }
-
-    pub(crate) fn is_alive(&self) -> bool {
-        self.0.strong_count() > 0
-    }
-
-    pub(crate) fn same(&self, other: &WeakBreaker) -> bool {
-        self.0.ptr_eq(&other.0)
-    }
-}
-
-/// A probe out on the health-probe thread: what
-/// [`begin_health_probe`](Breaker::begin_health_probe) hands out and
-/// [`end_health_probe`](Breaker::end_health_probe) takes back.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct ProbeOut {
-    ticket: Ticket,
-    started: u64,
-}
-
-impl Breaker {
-    /// A handle that does not keep the breaker alive.
-    pub(crate) fn downgrade(&self) -> WeakBreaker {
-        WeakBreaker(Arc::downgrade(&self.inner))
-    }
-
-    /// On the health-probe thread: moves the breaker to half-open for its
-    /// probe if its open period has ended, and returns the probe, out.
-    /// Lock-free unless the gate says open and past its period, or
-    /// half-open.
-    pub(crate) fn begin_health_probe(&self) -> Option<ProbeOut> {
-        let now = self.inner.hot().time.now();
-        match self.inner.gate.word() {
-            Word::Closed { .. } | Word::ForcedOpen { .. } => return None,
-            Word::Open { until } if now < until => return None,
-            Word::Open { .. } | Word::Locked => {}
-        }
-        let (ticket, changed) = {
-            let mut core = self.lock();
-            let (ticket, transition) = core.machine.admit_background(now);
-            let changed = transition.is_some();
-            if let Some(t) = transition {
-                self.publish(&mut core, t);
-            }
-            (ticket, changed)
-        };
-        if changed {
-            self.inner.hand_off(1);
-        }
-        if ticket.is_some() && self.inner.hot().counts_admitted {
-            // It reports into the totals like any admitted call.
-            self.inner.gate.counts().add_admitted();
-        }
-        ticket.map(|ticket| ProbeOut {
-            ticket,
-            started: now,
-        })
-    }
-
-    /// On the health-probe thread: records the probe's outcome. The changes
-    /// it causes go to the notifier, so that a callback that blocks cannot
-    /// hold up the probes of every breaker.
-    pub(crate) fn end_health_probe(&self, probe: ProbeOut, outcome: Verdict) {
-        if self.record_locked(probe.ticket, probe.started, outcome, None) {
-            self.inner.hand_off(1);
-        }
-    }
 }
 
 /// The wall clock a breaker reads again as it runs, and when it next does:
@@ -188,8 +105,8 @@ impl Inner {
 /// What a call reads besides the gate's word, on the word's line: a
 /// refusal or a quiet success reads that line and its thread's count line,
 /// no other. Set at build and never written.
-struct Hot {
-    time: Time,
+pub(crate) struct Hot {
+    pub(crate) time: Time,
     /// The name as a refusal carries it.
     inline_name: crate::name::Inline,
     times_calls: bool,
@@ -199,7 +116,7 @@ struct Hot {
     /// With `count_calls_in_flight`, calls admitted are counted (in the
     /// gate's lines), for the calls in flight (admitted less reported) in a
     /// snapshot.
-    counts_admitted: bool,
+    pub(crate) counts_admitted: bool,
     has_window: bool,
     /// Whether `Inner::result_classifier` is set: a copy here, so that a
     /// success checks it on the line it reads already.
@@ -208,7 +125,7 @@ struct Hot {
 
 impl Inner {
     #[inline(always)]
-    fn hot(&self) -> &Hot {
+    pub(crate) fn hot(&self) -> &Hot {
         self.gate.hot()
     }
 }
@@ -222,8 +139,8 @@ struct Changes {
 }
 
 /// What the lock guards.
-struct Core {
-    machine: Machine,
+pub(crate) struct Core {
+    pub(crate) machine: Machine,
     /// What the gate last published, so it is stored again only on a change.
     published: Published,
     /// Boxed at the first change and reused: a breaker that never changes
@@ -247,7 +164,7 @@ fn no_changes() -> Arc<[StateChange]> {
 
 impl Core {
     /// The `seq` of the last change (0: none yet).
-    fn seq(&self) -> u64 {
+    pub(crate) fn seq(&self) -> u64 {
         self.changes.as_ref().map_or(0, |c| c.last.seq)
     }
 }
@@ -338,11 +255,10 @@ impl Breaker {
         &self.inner.name
     }
 
-    /// Now, on the breaker's clock (a mock one in tests): what a registry
-    /// stamps its audit records with.
-    #[cfg(feature = "registry")]
-    pub(crate) fn clock_now(&self) -> quanta::Instant {
-        self.inner.hot().time.instant(self.inner.hot().time.now())
+    /// Now, on the breaker's clock.
+    #[inline(always)]
+    pub(crate) fn now(&self) -> u64 {
+        self.inner.hot().time.now()
     }
 
     /// The call path it was declared for.
@@ -353,16 +269,6 @@ impl Breaker {
     /// The classifier it uses.
     pub fn classifier(&self) -> &Classifier {
         &self.inner.classifier
-    }
-
-    /// How long a probe may stay out (`max_probe_duration`) and the
-    /// slow-call mark (`slow_call_duration`), for an integration that checks
-    /// its own timeout against them once, when it is set up.
-    #[cfg(feature = "http")]
-    pub(crate) fn probe_and_slow_call_durations(&self) -> (Duration, Option<Duration>) {
-        let core = self.inner.core.lock();
-        let s = core.machine.settings();
-        (s.max_probe_duration, s.slow_call_duration)
     }
 
     /// Runs `f` through the breaker.
@@ -557,12 +463,12 @@ impl Breaker {
             }
             Word::ForcedOpen { until } => {
                 // Forced open until a reset, or until an expiry.
-                if until.is_none_or(|until| self.inner.hot().time.now() < until) {
+                if until.is_none_or(|until| self.now() < until) {
                     return Err(self.refuse(State::ForcedOpen, None));
                 }
             }
             Word::Open { until } => {
-                let now = self.inner.hot().time.now();
+                let now = self.now();
                 if now < until {
                     return Err(self.refuse(State::Open, Some(until - now)));
                 }
@@ -597,7 +503,7 @@ impl Breaker {
     /// short-circuiting maintenance window scheduled); half-open, ramping
     /// or inside such a window, one lock round trip.
     pub fn would_permit(&self) -> bool {
-        let now = || self.inner.hot().time.now();
+        let now = || self.now();
         match self.inner.gate.word() {
             // Unless a short-circuiting maintenance window may have begun.
             Word::Closed { .. } if self.inner.watch_from.load(Ordering::Relaxed) == u64::MAX => {
@@ -607,7 +513,7 @@ impl Breaker {
             Word::ForcedOpen { until } if until.is_none_or(|until| now() < until) => false,
             Word::Open { until } if now() < until => false,
             _ => {
-                let now = self.inner.hot().time.now();
+                let now = self.now();
                 self.lock().machine.would_admit(now)
             }
         }
@@ -643,7 +549,7 @@ impl Breaker {
 
     #[cold]
     fn acquire_locked(&self) -> Result<Permit<'_>, Rejected> {
-        let now = self.inner.hot().time.now();
+        let now = self.now();
         let (admit, changed) = {
             let mut core = self.lock();
             let (admit, transition) = core.machine.admit(now);
@@ -695,7 +601,7 @@ impl Breaker {
     /// `None` sends the call to the locked path, which counts it there.
     fn start_slowly(&self) -> Option<u64> {
         let started = if self.inner.hot().times_calls {
-            let now = self.inner.hot().time.now();
+            let now = self.now();
             if now >= self.inner.watch_from.load(Ordering::Relaxed) {
                 return None;
             }
@@ -748,14 +654,14 @@ impl Breaker {
     }
 
     /// Records an outcome under the lock; whether it queued a change.
-    fn record_locked(
+    pub(crate) fn record_locked(
         &self,
         ticket: Ticket,
         started: u64,
         outcome: Verdict,
         note: Option<&Note>,
     ) -> bool {
-        let now = self.inner.hot().time.now();
+        let now = self.now();
         let elapsed = if self.inner.hot().times_calls || matches!(ticket, Ticket::Probe { .. }) {
             now.saturating_sub(started)
         } else {
@@ -792,7 +698,7 @@ impl Breaker {
     /// Closed and forced open: one atomic load. Open: one clock read more.
     /// Half-open: one lock round trip.
     pub fn state(&self) -> State {
-        let now = || self.inner.hot().time.now();
+        let now = || self.now();
         match self.inner.gate.word() {
             Word::Closed { .. } => State::Closed,
             Word::ForcedOpen { until } if until.is_none_or(|until| now() < until) => {
@@ -802,7 +708,7 @@ impl Breaker {
             Word::Open { until } if now() < until => State::Open,
             Word::Open { .. } => State::HalfOpen,
             Word::Locked => {
-                let now = self.inner.hot().time.now();
+                let now = self.now();
                 self.lock().machine.state_at(now)
             }
         }
@@ -811,7 +717,7 @@ impl Breaker {
     /// A consistent view of the breaker's counters and state, as a call made
     /// now would meet it (see [`Snapshot`]).
     pub fn snapshot(&self) -> Snapshot {
-        let now = self.inner.hot().time.now();
+        let now = self.now();
         let (v, last, recent, dropped_changes, changed, opened_by) = {
             let mut core = self.lock();
             // An override past its expiry ends here if no call ended it.
@@ -966,7 +872,7 @@ impl Breaker {
         // A fresh wall reading: "now" is the wall clock's, however long the
         // breaker has run.
         let wall = self.inner.wall.as_ref().map(|w| w.clock.read());
-        let now = self.inner.hot().time.now();
+        let now = self.now();
         let window = {
             let mut core = self.lock();
             if let (Some(wall), Some(w)) = (wall, &self.inner.wall) {
@@ -995,118 +901,13 @@ impl Breaker {
     }
 
     fn manual(&self, op: impl FnOnce(&mut Machine, u64) -> Transition) {
-        let now = self.inner.hot().time.now();
+        let now = self.now();
         {
             let mut core = self.lock();
             let t = op(&mut core.machine, now);
             self.publish(&mut core, t);
         }
         self.inner.dispatch(1);
-    }
-
-    /// Fleet mode (`src/fleet/`): an operator's override from the fleet,
-    /// forced open (`open`) or closed, for `lasting` or until a reset.
-    /// Returns the `seq` of the change it made, read under the same lock,
-    /// so that the agent lifts only this override later.
-    #[cfg(feature = "redis")]
-    pub(crate) fn fleet_override(
-        &self,
-        open: bool,
-        actor: &str,
-        note: &str,
-        lasting: Option<Duration>,
-    ) -> u64 {
-        let now = self.inner.hot().time.now();
-        let seq = {
-            let mut core = self.lock();
-            let (actor, note, until) = (actor.into(), note.into(), lasting.map(|d| until(now, d)));
-            let t = if open {
-                core.machine.force_open(now, actor, note, until)
-            } else {
-                core.machine.force_closed(now, actor, note, until)
-            };
-            self.publish(&mut core, t);
-            core.seq()
-        };
-        self.inner.dispatch(1);
-        seq
-    }
-
-    /// Fleet mode (`src/fleet/`): [`reset`](Self::reset), only if the
-    /// breaker's last change is still `seq` (0: none yet), checked under
-    /// the same lock: an override or reset a local operator made since is
-    /// never undone. Returns whether it reset.
-    #[cfg(feature = "redis")]
-    pub(crate) fn reset_if_last(&self, seq: u64, actor: &str, note: &str) -> bool {
-        let now = self.inner.hot().time.now();
-        {
-            let mut core = self.lock();
-            if core.seq() != seq {
-                return false;
-            }
-            let t = core.machine.reset(now, actor.into(), note.into());
-            self.publish(&mut core, t);
-        }
-        self.inner.dispatch(1);
-        true
-    }
-
-    /// Fleet mode (`src/fleet/`): the failures recorded in the breaker's
-    /// life ([`Totals::failures`](crate::Totals::failures)), and its first
-    /// open period of an outage (`open_duration`). One lock round trip, no
-    /// snapshot: the agent reads it every tick. Every failure is recorded
-    /// under the lock, so the count is exact without taking in the quiet
-    /// successes, and the gate's counters are left alone.
-    #[cfg(feature = "redis")]
-    pub(crate) fn failures_and_first_open(&self) -> (u64, Duration) {
-        let core = self.inner.core.lock();
-        let m = &core.machine;
-        (m.failures(), m.settings().backoff.base)
-    }
-
-    /// Fleet mode (`src/fleet/`): the calls refused in the breaker's life
-    /// ([`Totals::short_circuits`](crate::Totals::short_circuits)), summed
-    /// from the refusal counter without the lock: a caller's path is
-    /// untouched, the agent reads it to see demand for a probe.
-    #[cfg(feature = "redis")]
-    pub(crate) fn refusals(&self) -> u64 {
-        self.inner.gate.counts().refusals()
-    }
-
-    /// Fleet mode (`src/fleet/`): applies the fleet's state, open for
-    /// `open_for` more on this breaker's clock at the fleet's backoff
-    /// `step`, or closed (`None`), unless the breaker has changed since
-    /// change `seen` (then the agent hears of that change first). Returns
-    /// the `seq` of its last change after.
-    #[cfg(feature = "redis")]
-    pub(crate) fn apply_fleet(
-        &self,
-        seen: u64,
-        open_for: Option<Duration>,
-        step: u32,
-    ) -> Option<u64> {
-        let now = self.inner.hot().time.now();
-        let (changed, seq) = {
-            let mut core = self.lock();
-            if core.seq() != seen {
-                return None;
-            }
-            let changed = match core
-                .machine
-                .apply_fleet(now, open_for.map(|d| until(now, d)), step)
-            {
-                Some(t) => {
-                    self.publish(&mut core, t);
-                    true
-                }
-                None => self.sync_gate(&mut core),
-            };
-            (changed, core.seq())
-        };
-        if changed {
-            self.inner.dispatch(1);
-        }
-        Some(seq)
     }
 
     /// A bounded stream of this breaker's state changes. A subscriber that
@@ -1135,7 +936,7 @@ impl Breaker {
     /// Under the lock: make the new state visible to the hot path and queue
     /// the change for delivery, dropping the oldest waiting change if
     /// `Delivery::PENDING_CAPACITY` are waiting already.
-    fn publish(&self, core: &mut Core, t: Transition) {
+    pub(crate) fn publish(&self, core: &mut Core, t: Transition) {
         self.sync_gate(core);
         let seq = core.seq() + 1;
         let cause = remember_cause(core, &t);
@@ -1176,7 +977,7 @@ impl Breaker {
     /// (`src/gate.rs`). Returns whether they caused a state change, which is
     /// then queued.
     #[inline]
-    fn sync_gate(&self, core: &mut Core) -> bool {
+    pub(crate) fn sync_gate(&self, core: &mut Core) -> bool {
         let Core {
             machine, published, ..
         } = core;
@@ -1184,7 +985,7 @@ impl Breaker {
             published,
             machine,
             |m| (m.gate(), m.quiet_until()),
-            |m, n, generation| m.late_successes(self.inner.hot().time.now(), generation, n),
+            |m, n, generation| m.late_successes(self.now(), generation, n),
             |until| self.inner.hot().time.quiet_deadline(until),
         );
         match late {
@@ -1200,7 +1001,7 @@ impl Breaker {
     /// it, so that every locked operation sees every success before it; and
     /// a fresh wall-clock reading, when one is due.
     #[inline]
-    fn lock(&self) -> parking_lot::MutexGuard<'_, Core> {
+    pub(crate) fn lock(&self) -> parking_lot::MutexGuard<'_, Core> {
         let wall = self.wall_reading();
         let mut core = self.inner.core.lock();
         if let Some((wall, now)) = wall {
@@ -1225,7 +1026,7 @@ impl Breaker {
         if due == u64::MAX {
             return None;
         }
-        let now = self.inner.hot().time.now();
+        let now = self.now();
         let next = now.saturating_add(REANCHOR_EVERY);
         if now < due
             || w.reanchor_at
@@ -1235,7 +1036,7 @@ impl Breaker {
             return None;
         }
         let wall = w.clock.read();
-        Some((wall, self.inner.hot().time.now()))
+        Some((wall, self.now()))
     }
 
     /// Stores from when a closed call takes the lock to be checked against
@@ -1341,7 +1142,7 @@ impl Outbox for Inner {
 }
 
 /// The instant `lasting` after `now`, in clock nanoseconds.
-fn until(now: u64, lasting: Duration) -> u64 {
+pub(crate) fn until(now: u64, lasting: Duration) -> u64 {
     now.saturating_add(crate::check::nanos(lasting))
 }
 

@@ -324,6 +324,7 @@ mod recovery;
 pub mod registry;
 #[cfg(feature = "retry")]
 pub mod retry;
+mod seam;
 // `Serialize` for snapshots: the `serde` feature's promise, and the shape
 // the admin endpoint serves.
 #[cfg(any(feature = "serde", feature = "admin"))]
