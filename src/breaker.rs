@@ -1,7 +1,13 @@
-//! The breaker: the state machine behind a lock, the clock, and the delivery
-//! of state changes.
+//! The breaker: its shared state and how it is built, and the hot path: a
+//! call's admission, its outcome (a quiet success counted without the
+//! lock, or recorded under it), and the locked operations around the pure
+//! machine (`src/machine.rs`) that publish its gate and queue its changes.
 //!
-//! Everything that touches the lock, the clock or a callback is in this file.
+//! Around it, each in a file of its own: delivering the changes
+//! (`delivery.rs`), reading the breaker without a call (`view.rs`), an
+//! operator's overrides (`overrides.rs`), the wall clock read again
+//! (`wall.rs`), and what the capabilities above the core reach it through
+//! (`seam.rs`).
 
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -21,10 +27,8 @@ use crate::events::{Subscribers, Subscription};
 use crate::gate::{Gate, Published, Word};
 use crate::machine::{Admit, Machine, Ticket, Transition};
 use crate::notifier;
-use crate::snapshot::{rate, Snapshot, StateTimes, Totals};
+use crate::wall::{watch_from, Wall};
 
-/// How often, at most, the wall clock is read again, in nanoseconds.
-const REANCHOR_EVERY: u64 = crate::recovery::schedule::REANCHOR_EVERY.as_nanos() as u64;
 use crate::{
     CallError, CallPath, Classifier, ConfigError, IsStdError, OwnedPermit, Permit, Rejected,
     ResultClassifier, State, StateChange, Verdict,
@@ -58,11 +62,11 @@ pub struct Breaker {
 }
 
 pub(crate) struct Inner {
-    name: Arc<str>,
+    pub(crate) name: Arc<str>,
     /// From when a call to a closed breaker takes the lock to be checked
     /// against a maintenance window; read only when `Hot::times_calls` (and
     /// by `would_permit`), and stored only when it changes.
-    watch_from: AtomicU64,
+    pub(crate) watch_from: AtomicU64,
     call_path: CallPath,
     /// The state in one word, for the lock-free part of the hot path, and
     /// the successes counted without the lock (`src/gate.rs`). Written only
@@ -71,7 +75,7 @@ pub(crate) struct Inner {
     /// beside the word rides on its line ([`Hot`]).
     pub(crate) gate: Gate<Hot>,
     /// The wall clock, if it is read again as the breaker runs.
-    wall: Option<Box<Wall>>,
+    pub(crate) wall: Option<Box<Wall>>,
     pub(crate) core: Mutex<Core>,
     /// Who delivers its state changes (`src/delivery.rs`).
     courier: Courier,
@@ -81,25 +85,6 @@ pub(crate) struct Inner {
     /// Made at the first subscription: a breaker nobody subscribes to
     /// keeps an empty cell.
     subscribers: OnceLock<Arc<Subscribers>>,
-}
-
-/// The wall clock a breaker reads again as it runs, and when it next does:
-/// only locked operations read them, so they live in a box of their own,
-/// off the shared state's lines.
-struct Wall {
-    clock: crate::recovery::schedule::WallClock,
-    /// From when the next locked operation reads the wall clock again
-    /// (`u64::MAX`: not while no schedule converts wall-clock time).
-    reanchor_at: AtomicU64,
-}
-
-impl Inner {
-    /// From when the next locked operation reads the wall clock again.
-    fn reanchor_at(&self) -> u64 {
-        self.wall
-            .as_ref()
-            .map_or(u64::MAX, |w| w.reanchor_at.load(Ordering::Relaxed))
-    }
 }
 
 /// What a call reads besides the gate's word, on the word's line: a
@@ -148,11 +133,11 @@ pub(crate) struct Core {
     changes: Option<Box<Changes>>,
     /// The last `event_log_capacity` changes, oldest first; replaced whole
     /// at each change, so that a snapshot shares it.
-    recent: Arc<[StateChange]>,
+    pub(crate) recent: Arc<[StateChange]>,
     /// The last failure with an error to show since the last state change.
     recent_failure: LastNote,
     /// What opened the breaker, while it is not closed.
-    opened_by: Option<Arc<FailureCause>>,
+    pub(crate) opened_by: Option<Arc<FailureCause>>,
 }
 
 /// The empty list of recent changes, one per process: a breaker that never
@@ -166,6 +151,16 @@ impl Core {
     /// The `seq` of the last change (0: none yet).
     pub(crate) fn seq(&self) -> u64 {
         self.changes.as_ref().map_or(0, |c| c.last.seq)
+    }
+
+    /// The last change, if there was one.
+    pub(crate) fn last_change(&self) -> Option<StateChange> {
+        self.changes.as_ref().map(|c| c.last.clone())
+    }
+
+    /// The changes dropped from a full queue.
+    pub(crate) fn dropped_changes(&self) -> u64 {
+        self.changes.as_ref().map_or(0, |c| c.pending.dropped())
     }
 }
 
@@ -190,11 +185,8 @@ impl Breaker {
         let probe_thread = b.probe_thread;
         let count_in_flight = b.settings.count_in_flight;
         let machine = Machine::new(b.settings, &b.recovery, seed, time.now());
-        let reanchor_at = match &wall {
-            Some(_) if machine.has_schedule() => time.now().saturating_add(REANCHOR_EVERY),
-            _ => u64::MAX,
-        };
-        let watch = watch_from(&machine, time.now(), reanchor_at);
+        let wall = wall.map(|clock| Box::new(Wall::new(clock, &machine, time.now())));
+        let watch = watch_from(&machine, time.now(), wall.as_deref());
         let hot = Hot {
             times_calls: machine.times_calls() || watches,
             admits_slowly: machine.times_calls() || watches || count_in_flight,
@@ -221,12 +213,7 @@ impl Breaker {
                     .call_path
                     .expect("build() checked that a call path is set"),
                 gate,
-                wall: wall.map(|clock| {
-                    Box::new(Wall {
-                        clock,
-                        reanchor_at: AtomicU64::new(reanchor_at),
-                    })
-                }),
+                wall,
                 core: Mutex::new(Core {
                     published,
                     machine,
@@ -490,35 +477,6 @@ impl Breaker {
         self.try_acquire().map(Permit::into_owned)
     }
 
-    /// Whether a call made now would be admitted, without making one: for a
-    /// dashboard, or a scheduler deciding whether to queue work.
-    ///
-    /// Changes nothing: it takes no permit, never uses up a half-open probe,
-    /// never moves an open breaker to half-open and counts no refusal. The
-    /// answer can be stale by the time a call is made; only
-    /// [`try_acquire`](Self::try_acquire) decides. An open breaker whose
-    /// period has elapsed answers `true` (the next call would be a probe).
-    ///
-    /// Costs one atomic load (and a clock read while open, or with a
-    /// short-circuiting maintenance window scheduled); half-open, ramping
-    /// or inside such a window, one lock round trip.
-    pub fn would_permit(&self) -> bool {
-        let now = || self.now();
-        match self.inner.gate.word() {
-            // Unless a short-circuiting maintenance window may have begun.
-            Word::Closed { .. } if self.inner.watch_from.load(Ordering::Relaxed) == u64::MAX => {
-                true
-            }
-            Word::Closed { .. } if now() < self.inner.watch_from.load(Ordering::Relaxed) => true,
-            Word::ForcedOpen { until } if until.is_none_or(|until| now() < until) => false,
-            Word::Open { until } if now() < until => false,
-            _ => {
-                let now = self.now();
-                self.lock().machine.would_admit(now)
-            }
-        }
-    }
-
     /// The verdict on an `Ok` result: the result classifier's, or a success.
     /// `call` and its siblings test for a result classifier themselves and
     /// call `Permit::judged_value` only with one, so that the success they
@@ -535,16 +493,6 @@ impl Breaker {
     #[inline(always)]
     pub(crate) fn has_result_classifier(&self) -> bool {
         self.inner.hot().judges_values
-    }
-
-    /// What opened the breaker: the last failure recorded before it opened
-    /// on its own, with its message and type name (see [`FailureCause`]),
-    /// while it is open or half-open; `None` while closed, when forced
-    /// open, or when no call that failed showed its error. For a caller
-    /// holding a [`Rejected`], which stays a small `Copy` value: one lock
-    /// round trip.
-    pub fn last_failure(&self) -> Option<Arc<FailureCause>> {
-        self.lock().opened_by.clone()
     }
 
     #[cold]
@@ -684,232 +632,6 @@ impl Breaker {
         }
     }
 
-    /// How many state changes the breaker keeps for
-    /// [`Snapshot::recent_changes`] (`event_log_capacity`).
-    pub fn event_log_capacity(&self) -> usize {
-        self.inner.core.lock().machine.settings().event_log_capacity
-    }
-
-    /// The state a call made now would meet, as [`Snapshot::state`] reads
-    /// it: an open breaker whose period has ended reads `HalfOpen` (the next
-    /// call is the probe), and a half-open one with a probe past its
-    /// deadline reads `Open` (the next call re-opens it).
-    ///
-    /// Closed and forced open: one atomic load. Open: one clock read more.
-    /// Half-open: one lock round trip.
-    pub fn state(&self) -> State {
-        let now = || self.now();
-        match self.inner.gate.word() {
-            Word::Closed { .. } => State::Closed,
-            Word::ForcedOpen { until } if until.is_none_or(|until| now() < until) => {
-                State::ForcedOpen
-            }
-            Word::ForcedOpen { .. } => State::Closed,
-            Word::Open { until } if now() < until => State::Open,
-            Word::Open { .. } => State::HalfOpen,
-            Word::Locked => {
-                let now = self.now();
-                self.lock().machine.state_at(now)
-            }
-        }
-    }
-
-    /// A consistent view of the breaker's counters and state, as a call made
-    /// now would meet it (see [`Snapshot`]).
-    pub fn snapshot(&self) -> Snapshot {
-        let now = self.now();
-        let (v, last, recent, dropped_changes, changed, opened_by) = {
-            let mut core = self.lock();
-            // An override past its expiry ends here if no call ended it.
-            let expired = core.machine.expire(now);
-            let expired = match expired {
-                Some(t) => {
-                    self.publish(&mut core, t);
-                    true
-                }
-                None => false,
-            };
-            core.machine.slide(now);
-            let changed = self.sync_gate(&mut core) || expired;
-            (
-                core.machine.view(now),
-                core.changes.as_ref().map(|c| c.last.clone()),
-                Arc::clone(&core.recent),
-                core.changes.as_ref().map_or(0, |c| c.pending.dropped()),
-                changed,
-                core.opened_by.clone(),
-            )
-        };
-        if changed {
-            self.inner.dispatch(1);
-        }
-        Snapshot {
-            name: Arc::clone(&self.inner.name),
-            taken_at: self.inner.hot().time.instant(now),
-            state: v.state,
-            consecutive_failures: v.consecutive_failures,
-            window_calls: v.window_calls,
-            window_failures: v.window_failures,
-            window_slow_calls: v.window_slow,
-            failure_rate: rate(v.window_failures, v.window_calls),
-            slow_call_rate: rate(v.window_slow, v.window_calls),
-            retry_after: v.retry_after.map(Duration::from_nanos),
-            open_duration: Duration::from_nanos(v.open_period),
-            trips: v.trips,
-            reopens: v.reopens,
-            probes: v.probes,
-            state_times: StateTimes::from_nanos(v.state_nanos),
-            call_durations: v.call_durations,
-            recent_changes: recent,
-            totals: Totals {
-                calls: v.totals.calls,
-                successes: v.totals.successes,
-                failures: v.totals.failures,
-                ignored: v.totals.ignored,
-                slow: v.totals.slow,
-                short_circuits: self.inner.gate.counts().refusals(),
-            },
-            time_in_state: Duration::from_nanos(v.in_state),
-            probes_in_flight: v.probes_in_flight,
-            consecutive_successes: v.consecutive_successes,
-            // Every admitted permit reports exactly once (a dropped one as a
-            // failure), and `totals.calls` counts every report, those counted
-            // without the lock included once `lock()` has taken them: the
-            // difference is what is out (a success counted between that take
-            // and now still shows as out). A failure made neutral by a
-            // maintenance window reports outside the totals.
-            calls_in_flight: self.inner.hot().counts_admitted.then(|| {
-                self.inner
-                    .gate
-                    .counts()
-                    .admitted()
-                    .saturating_sub(v.totals.calls.saturating_add(v.neutral_failures))
-            }),
-            opened_by,
-            latency_percentile: v.latency_percentile,
-            latency_breaches: v.latency_breaches,
-            last_transition: last,
-            dropped_changes,
-            backoff_step: v.backoff_step,
-            override_remaining: v.override_remaining.map(Duration::from_nanos),
-            flapping: v.flapping,
-            ramp_fraction: v.ramp_fraction,
-            maintenance: v
-                .maintenance_until
-                .map(|end| Duration::from_nanos(end.saturating_sub(now))),
-            neutral_failures: v.neutral_failures,
-        }
-    }
-
-    /// Opens the breaker until [`reset`](Self::reset): every call is refused
-    /// and nothing probes. `actor` and `note` say who asked and why; they are
-    /// in the state change and the snapshot.
-    pub fn force_open(&self, actor: &str, note: &str) {
-        self.manual(|m, now| m.force_open(now, actor.into(), note.into(), None));
-    }
-
-    /// [`force_open`](Self::force_open) for `lasting`, after which the
-    /// breaker returns to normal operation by itself: closed, its counters
-    /// cleared as by a reset. The first call or snapshot at or after the
-    /// expiry ends the override, with [`Reason::OverrideExpired`]; until
-    /// then refusals stay lock-free, with one clock read more.
-    ///
-    /// [`Reason::OverrideExpired`]: crate::Reason::OverrideExpired
-    pub fn force_open_for(&self, actor: &str, note: &str, lasting: Duration) {
-        self.manual(|m, now| {
-            m.force_open(now, actor.into(), note.into(), Some(until(now, lasting)))
-        });
-    }
-
-    /// Closes the breaker until [`reset`](Self::reset), for a dependency
-    /// known to be good (one flapping on a transient the application
-    /// tolerates, or a vendor declared healthy by its own status page):
-    /// every call is admitted and no failure counts towards opening
-    /// (lifetime totals still count). `actor` and `note` say who asked and
-    /// why. While forced closed, each call takes one lock round trip.
-    pub fn force_closed(&self, actor: &str, note: &str) {
-        self.manual(|m, now| m.force_closed(now, actor.into(), note.into(), None));
-    }
-
-    /// [`force_closed`](Self::force_closed) for `lasting`, after which the
-    /// breaker returns to normal operation by itself, closed with cleared
-    /// counters.
-    pub fn force_closed_for(&self, actor: &str, note: &str, lasting: Duration) {
-        self.manual(|m, now| {
-            m.force_closed(now, actor.into(), note.into(), Some(until(now, lasting)))
-        });
-    }
-
-    /// Closes the breaker, clears its trip counters and returns the open
-    /// period to its base. Lifetime totals are kept.
-    pub fn reset(&self, actor: &str, note: &str) {
-        self.manual(|m, now| m.reset(now, actor.into(), note.into()));
-    }
-
-    /// Declares a one-off maintenance window on the running breaker, from
-    /// `start` (`None`: now) to `end`, as if it had been given to the builder
-    /// with [`MaintenanceWindow::once`]: failures inside it are neutral and
-    /// the snapshot shows it. Wall-clock instants are converted through the
-    /// breaker's one wall-clock reading, taken at build; "now" is that
-    /// reading carried forward by the breaker's clock. `actor` and `note`
-    /// say who declared it and why, in a warn log line. Returns the window's
-    /// start and end. Takes the lock once.
-    ///
-    /// # Errors
-    ///
-    /// A [`ConfigError`] for a window that ends before it starts or before
-    /// now, or one too many ([`MAX_WINDOWS`]); nothing changes.
-    ///
-    /// [`MaintenanceWindow::once`]: crate::trading::MaintenanceWindow::once
-    /// [`MAX_WINDOWS`]: crate::trading::MAX_WINDOWS
-    pub fn declare_maintenance(
-        &self,
-        start: Option<std::time::SystemTime>,
-        end: crate::recovery::declare::WindowEnd,
-        actor: &str,
-        note: &str,
-    ) -> Result<(std::time::SystemTime, std::time::SystemTime), ConfigError> {
-        // A fresh wall reading: "now" is the wall clock's, however long the
-        // breaker has run.
-        let wall = self.inner.wall.as_ref().map(|w| w.clock.read());
-        let now = self.now();
-        let window = {
-            let mut core = self.lock();
-            if let (Some(wall), Some(w)) = (wall, &self.inner.wall) {
-                core.machine.reanchor(wall, now);
-                // The schedule converts wall-clock time from now on.
-                let _ = w.reanchor_at.compare_exchange(
-                    u64::MAX,
-                    now.saturating_add(REANCHOR_EVERY),
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                );
-            }
-            let window = core.machine.declare_maintenance(now, start, end)?;
-            self.store_watch_from(&core, now);
-            window
-        };
-        log::warn!(
-            "breaker `{}`: {} declared maintenance from {:?} to {:?}: {}",
-            self.inner.name,
-            crate::text::shown(actor),
-            window.0,
-            window.1,
-            crate::text::shown(note)
-        );
-        Ok(window)
-    }
-
-    fn manual(&self, op: impl FnOnce(&mut Machine, u64) -> Transition) {
-        let now = self.now();
-        {
-            let mut core = self.lock();
-            let t = op(&mut core.machine, now);
-            self.publish(&mut core, t);
-        }
-        self.inner.dispatch(1);
-    }
-
     /// A bounded stream of this breaker's state changes. A subscriber that
     /// falls more than `capacity` changes behind loses the newer ones
     /// (counted by [`Subscription::dropped`]); callers never wait for it.
@@ -1002,7 +724,11 @@ impl Breaker {
     /// a fresh wall-clock reading, when one is due.
     #[inline]
     pub(crate) fn lock(&self) -> parking_lot::MutexGuard<'_, Core> {
-        let wall = self.wall_reading();
+        let wall = self
+            .inner
+            .wall
+            .as_ref()
+            .and_then(|w| w.reading(|| self.now()));
         let mut core = self.inner.core.lock();
         if let Some((wall, now)) = wall {
             core.machine.reanchor(wall, now);
@@ -1013,52 +739,16 @@ impl Breaker {
         }
         core
     }
-}
 
-impl Breaker {
-    /// A reading of the wall clock and the breaker's clock taken together,
-    /// when one is due: at most once a second, and only
-    /// while a schedule converts wall-clock time. Taken before the lock,
-    /// so that no wall clock is read under it. One atomic load otherwise.
-    fn wall_reading(&self) -> Option<(std::time::SystemTime, u64)> {
-        let w = self.inner.wall.as_ref()?;
-        let due = w.reanchor_at.load(Ordering::Relaxed);
-        if due == u64::MAX {
-            return None;
-        }
-        let now = self.now();
-        let next = now.saturating_add(REANCHOR_EVERY);
-        if now < due
-            || w.reanchor_at
-                .compare_exchange(due, next, Ordering::Relaxed, Ordering::Relaxed)
-                .is_err()
-        {
-            return None;
-        }
-        let wall = w.clock.read();
-        Some((wall, self.now()))
-    }
-
-    /// Stores from when a closed call takes the lock to be checked against
-    /// a maintenance window.
-    fn store_watch_from(&self, core: &Core, now: u64) {
-        let from = watch_from(&core.machine, now, self.inner.reanchor_at());
+    /// Under the lock: stores from when a closed call takes the lock to be
+    /// checked against a maintenance window.
+    pub(crate) fn store_watch_from(&self, core: &Core, now: u64) {
+        let from = watch_from(&core.machine, now, self.inner.wall.as_deref());
         // Stored only on a change: the line is the one every call reads.
         let watch = &self.inner.watch_from;
         if watch.load(Ordering::Relaxed) != from {
             watch.store(from, Ordering::Relaxed);
         }
-    }
-}
-
-/// From when a closed call takes the lock to be checked against a
-/// maintenance window: the start of the next one, or sooner, the next wall
-/// reading, so that a breaker whose calls all succeed without the lock
-/// still re-reads the wall clock before a window it watches for.
-fn watch_from(machine: &Machine, now: u64, reanchor_at: u64) -> u64 {
-    match machine.watch_from(now) {
-        u64::MAX => u64::MAX,
-        from => from.min(reanchor_at),
     }
 }
 

@@ -314,6 +314,7 @@ mod latency;
 mod machine;
 mod name;
 mod notifier;
+mod overrides;
 mod permit;
 mod policy;
 #[cfg(feature = "prometheus")]
@@ -337,6 +338,8 @@ mod text;
 pub mod trading;
 #[cfg(any(feature = "admin", feature = "redis"))]
 mod utc;
+mod view;
+mod wall;
 mod window;
 
 pub use breaker::{Breaker, Decorated};
