@@ -19,19 +19,18 @@ use parking_lot::Mutex;
 
 use crate::backoff::Rng;
 use crate::cause::{FailureCause, LastNote, Note};
-use crate::classify::ErrorView;
 use crate::clock::Time;
-use crate::config::{BreakerBuilder, Callback};
 use crate::delivery::{Courier, Outbox, Pending};
-use crate::events::{Subscribers, Subscription};
+use crate::events::{Callback, Delivery, Subscribers, Subscription};
 use crate::gate::{Gate, Published, Word};
 use crate::machine::{Admit, Machine, Ticket, Transition};
 use crate::notifier;
+use crate::recovery::health_probe::HealthProbe;
+use crate::recovery::Recovery;
+use crate::settings::Settings;
 use crate::wall::{watch_from, Wall};
-
 use crate::{
-    CallError, CallPath, Classifier, ConfigError, IsStdError, OwnedPermit, Permit, Rejected,
-    ResultClassifier, State, StateChange, Verdict,
+    CallPath, Classifier, ConfigError, Rejected, ResultClassifier, State, StateChange, Verdict,
 };
 
 /// A circuit breaker for one independently failing dependency.
@@ -59,6 +58,54 @@ use crate::{
 #[derive(Clone)]
 pub struct Breaker {
     pub(crate) inner: Arc<Inner>,
+}
+
+/// What a breaker is built from, as a [`BreakerBuilder`] collects it
+/// (`src/config.rs`): `build()` checks it and hands it to
+/// [`Breaker::from_parts`].
+///
+/// [`BreakerBuilder`]: crate::BreakerBuilder
+#[derive(Clone)]
+pub(crate) struct Parts {
+    pub(crate) name: String,
+    pub(crate) call_path: Option<CallPath>,
+    pub(crate) classifier: Option<Classifier>,
+    pub(crate) clock: Option<quanta::Clock>,
+    pub(crate) on_state_change: Option<Callback>,
+    pub(crate) delivery: Delivery,
+    pub(crate) jitter_seed: Option<u64>,
+    pub(crate) result_classifier: Option<ResultClassifier>,
+    /// Shared with the builders and configurations cloned from this one
+    /// until one of them changes a setting.
+    pub(crate) settings: Arc<Settings>,
+    /// Ramp-up, maintenance windows, deadlines (`src/trading/`): read once
+    /// at build, into the machine's `Recovering`, and not kept.
+    pub(crate) recovery: Recovery,
+    /// What has the process's health-probe thread watch the breaker built
+    /// with a health probe: set with the probe by
+    /// `BreakerBuilder::health_probe` (`src/trading/`), and handed to
+    /// the breaker at build, so that the breaker does not import the
+    /// thread's module. False if the thread cannot take the breaker.
+    pub(crate) probe_thread: Option<fn(&Breaker, HealthProbe) -> bool>,
+}
+
+impl Parts {
+    /// The defaults, for a breaker called `name`.
+    pub(crate) fn new(name: String) -> Parts {
+        Parts {
+            name,
+            call_path: None,
+            classifier: None,
+            clock: None,
+            on_state_change: None,
+            delivery: Delivery::Caller,
+            jitter_seed: None,
+            result_classifier: None,
+            settings: Arc::default(),
+            recovery: Recovery::default(),
+            probe_thread: None,
+        }
+    }
 }
 
 pub(crate) struct Inner {
@@ -165,17 +212,8 @@ impl Core {
 }
 
 impl Breaker {
-    /// Starts building a breaker called `name` (used in errors, logs and
-    /// metrics). See [`BreakerBuilder`] for the settings and their defaults.
-    ///
-    /// `build()` refuses a name that is empty, longer than 32 bytes, or not
-    /// printable ASCII (space to `~`) without a backtick, so that it fits in
-    /// a refusal and cannot forge a log line.
-    pub fn builder(name: impl Into<String>) -> BreakerBuilder {
-        BreakerBuilder::new(name)
-    }
-
-    pub(crate) fn from_builder(b: BreakerBuilder) -> Breaker {
+    /// A breaker built from `parts`, which `build()` has checked.
+    pub(crate) fn from_parts(b: Parts) -> Breaker {
         let mut b = b;
         let time = Time::new(b.clock.take());
         let seed = b.jitter_seed.unwrap_or_else(Rng::random_seed);
@@ -258,194 +296,19 @@ impl Breaker {
         &self.inner.classifier
     }
 
-    /// Runs `f` through the breaker.
-    ///
-    /// If the breaker refuses, `f` is not invoked and the result is
-    /// [`CallError::Rejected`]. Otherwise `f` runs with no lock held; an `Err`
-    /// is classified, counted if it is a failure, and returned unchanged in
-    /// [`CallError::Failed`]. A panic in `f` counts as a failure and resumes
-    /// unwinding to the caller.
-    ///
-    /// `call` takes errors that implement `std::error::Error` (the
-    /// [`IsStdError`] bound); the classifier sees them as both their type
-    /// and a `dyn Error`. **`anyhow::Error` is not one**, nor are
-    /// `Box<dyn Error + Send + Sync>`, `String` or an enum of the
-    /// application's own without an `Error` impl: for those use
-    /// [`call_any`](Self::call_any). A closure returning `anyhow::Result`
-    /// here fails to compile (E0277) with a note that says so. In a function
-    /// returning `anyhow::Result`, `?` takes `call`'s error as it is, and
-    /// `call_any`'s after `CallError::into_anyhow` (feature `anyhow`).
-    ///
-    /// Cost of a success on a healthy closed breaker: two loads of the gate,
-    /// `f`, and one compare-and-swap on the thread's own counter line (plus
-    /// a clock read with a window), no lock and no allocation. A failure, a probe, or a call timed for
-    /// slow-call or latency detection takes one lock round trip and one or
-    /// two clock reads. A refusal: one atomic load, one clock read, and one
-    /// plain add on the thread's own counter line (an atomic one on a line
-    /// shared by threads past the third). `docs/design.md` has the details,
-    /// `docs/performance.md` the measurements.
-    ///
-    /// Always inlined, so that the result never makes a round trip through
-    /// memory on its way back to the caller.
+    /// Admission: the whole decision whether a call may go, and if it may,
+    /// its ticket and when it started (0 if calls are not timed). What
+    /// admits a call ([`try_acquire`](Self::try_acquire), `call`) wraps
+    /// them in a permit, whose outcome goes to [`settle`](Self::settle).
     #[inline(always)]
-    pub fn call<T, E, F>(&self, f: F) -> Result<T, CallError<E>>
-    where
-        F: FnOnce() -> Result<T, E>,
-        T: 'static,
-        E: IsStdError,
-    {
-        self.guarded(f, |permit, err| {
-            let view = ErrorView::of_error(err);
-            let verdict = self.inner.classifier.classify_view(view);
-            permit.record_failed::<E>(verdict, view);
-        })
-    }
-
-    /// Runs `f` through the breaker, for an error type of any kind:
-    /// `anyhow::Error`, `Box<dyn Error + Send + Sync>`, `String`, an enum
-    /// with no `Error` impl.
-    ///
-    /// Everything else is as in [`call`](Self::call), which is the one to use
-    /// for error types that implement `std::error::Error`: here the
-    /// classifier sees the error as its type (for
-    /// [`Classifier::for_type`]), and as a `dyn Error` only for the shapes
-    /// [`ErrorView`] lists. A [`Classifier::new`] handed anything else counts
-    /// it as a failure; an inner breaker's refusal is found in those shapes
-    /// (in anyhow's chain too, with the crate's `anyhow` feature). An inner
-    /// breaker's `CallError<E>` with any other `E` is an error type: nest it
-    /// with `call`, which finds the refusal through any `source()` chain.
-    ///
-    /// In a function returning `anyhow::Result`, pass the error through
-    /// `CallError::into_anyhow` (feature `anyhow`, on by default) before
-    /// `?`: `breaker.call_any(|| fetch()).map_err(CallError::into_anyhow)?`.
-    /// A refusal then downcasts to [`Rejected`].
-    ///
-    /// ```
-    /// use fusebox::{Breaker, CallPath, Classifier, Verdict};
-    ///
-    /// #[derive(Debug, PartialEq)]
-    /// enum Quote { NoDataForDate, Timeout }
-    ///
-    /// let breaker = Breaker::builder("eod-prices")
-    ///     .call_path(CallPath::HistoricalData)
-    ///     .classifier(Classifier::for_type(|e: &Quote| match e {
-    ///         Quote::NoDataForDate => Verdict::Success,
-    ///         Quote::Timeout => Verdict::Failure,
-    ///     }))
-    ///     .build()?;
-    ///
-    /// let missing = breaker.call_any(|| Err::<f64, _>(Quote::NoDataForDate));
-    /// assert_eq!(missing.unwrap_err().into_failed(), Some(Quote::NoDataForDate));
-    /// assert_eq!(breaker.snapshot().totals.successes, 1);
-    /// # Ok::<(), fusebox::ConfigError>(())
-    /// ```
-    #[inline(always)]
-    pub fn call_any<T, E, F>(&self, f: F) -> Result<T, CallError<E>>
-    where
-        F: FnOnce() -> Result<T, E>,
-        T: 'static,
-        E: 'static,
-    {
-        self.guarded(f, |permit, err| {
-            let verdict = self.inner.classifier.classify_value(err);
-            permit.record_failed::<E>(verdict, ErrorView::of_value(err));
-        })
-    }
-
-    /// Runs `f` through the breaker with a classifier of its own for this
-    /// call: `classify` sees the error as its type and decides, in place of
-    /// the breaker's classifier. An inner breaker's refusal is still ignored
-    /// when it shows (as in [`call_any`](Self::call_any)).
-    ///
-    /// ```
-    /// # use fusebox::{Breaker, CallPath, Classifier, Verdict};
-    /// # let breaker = Breaker::builder("fx").call_path(CallPath::ReferenceData)
-    /// #     .classifier(Classifier::every_error_is_a_failure()).build()?;
-    /// let rate = breaker.call_with(
-    ///     |e: &String| if e.starts_with("unknown pair") { Verdict::Ignore } else { Verdict::Failure },
-    ///     || Err::<f64, _>(String::from("unknown pair XXXYYY")),
-    /// );
-    /// assert!(rate.is_err());
-    /// assert_eq!(breaker.snapshot().totals.ignored, 1);
-    /// # Ok::<(), fusebox::ConfigError>(())
-    /// ```
-    #[inline(always)]
-    pub fn call_with<T, E, C, F>(&self, classify: C, f: F) -> Result<T, CallError<E>>
-    where
-        F: FnOnce() -> Result<T, E>,
-        C: FnOnce(&E) -> Verdict,
-        T: 'static,
-        E: 'static,
-    {
-        self.guarded(f, |permit, err| {
-            let view = ErrorView::of_value(err);
-            let verdict = if view.is_refusal() {
-                Verdict::Ignore
-            } else {
-                classify(err)
-            };
-            permit.record_failed::<E>(verdict, view);
-        })
-    }
-
-    /// What `call`, `call_any` and `call_with` share: admission, the call,
-    /// a success (judged by the result classifier only when there is one),
-    /// and `failed` to classify and report an error.
-    #[inline(always)]
-    fn guarded<T, E, F, R>(&self, f: F, failed: R) -> Result<T, CallError<E>>
-    where
-        F: FnOnce() -> Result<T, E>,
-        R: FnOnce(Permit<'_>, &E),
-        T: 'static,
-    {
-        let permit = self.try_acquire().map_err(CallError::Rejected)?;
-        match f() {
-            Ok(value) if !self.inner.hot().judges_values => {
-                permit.success();
-                Ok(value)
-            }
-            Ok(value) => Ok(permit.judged_value(value)),
-            Err(err) => {
-                failed(permit, &err);
-                Err(CallError::Failed(err))
-            }
-        }
-    }
-
-    /// Wraps `f` once so it can be called many times through this breaker.
-    ///
-    /// ```
-    /// # use fusebox::{Breaker, CallPath, Classifier};
-    /// # let breaker = Breaker::builder("fx").call_path(CallPath::ReferenceData)
-    /// #     .classifier(Classifier::every_error_is_a_failure()).build().unwrap();
-    /// let lookup = breaker.decorate(|sym: &str| Ok::<_, std::io::Error>(sym.len()));
-    /// assert_eq!(lookup.call("EURUSD").unwrap(), 6);
-    /// ```
-    pub fn decorate<F>(&self, f: F) -> Decorated<F> {
-        Decorated {
-            breaker: self.clone(),
-            f,
-        }
-    }
-
-    /// Asks to make one call, for code that is not a single closure.
-    ///
-    /// On success, report the outcome on the returned [`Permit`]. A refusal
-    /// means nothing should be attempted.
-    ///
-    /// # Errors
-    ///
-    /// [`Rejected`] when the breaker is open, forced open, or half-open with
-    /// its probes already out.
-    #[inline(always)]
-    pub fn try_acquire(&self) -> Result<Permit<'_>, Rejected> {
+    pub(crate) fn admit(&self) -> Result<(Ticket, u64), Rejected> {
         // The hot path. Closed: one atomic load (plus a clock read when calls
         // are timed). Open: one atomic load and one clock read, then the
         // refusal. Everything else takes the lock in `acquire_locked`.
         match self.inner.gate.word() {
             Word::Closed { generation, .. } => {
                 if let Some(started) = self.start() {
-                    return Ok(Permit::new(self, Ticket::Closed { generation }, started));
+                    return Ok((Ticket::Closed { generation }, started));
                 }
             }
             Word::ForcedOpen { until } => {
@@ -463,18 +326,6 @@ impl Breaker {
             Word::Locked => {}
         }
         self.acquire_locked()
-    }
-
-    /// [`try_acquire`](Self::try_acquire), with a permit that holds its own
-    /// handle to the breaker: it can move into a closure or another thread.
-    /// Costs one reference-count increment more than `try_acquire`.
-    ///
-    /// # Errors
-    ///
-    /// As [`try_acquire`](Self::try_acquire).
-    #[inline]
-    pub fn try_acquire_owned(&self) -> Result<OwnedPermit, Rejected> {
-        self.try_acquire().map(Permit::into_owned)
     }
 
     /// The verdict on an `Ok` result: the result classifier's, or a success.
@@ -496,7 +347,7 @@ impl Breaker {
     }
 
     #[cold]
-    fn acquire_locked(&self) -> Result<Permit<'_>, Rejected> {
+    fn acquire_locked(&self) -> Result<(Ticket, u64), Rejected> {
         let now = self.now();
         let (admit, changed) = {
             let mut core = self.lock();
@@ -520,7 +371,7 @@ impl Breaker {
                 if self.inner.hot().counts_admitted {
                     self.inner.gate.counts().add_admitted();
                 }
-                Ok(Permit::new(self, ticket, now))
+                Ok((ticket, now))
             }
             Admit::Refuse { state, retry_after } => Err(self.refuse(state, retry_after)),
         }
@@ -843,43 +694,6 @@ impl fmt::Debug for Breaker {
             .field("call_path", &self.inner.call_path)
             .field("state", &self.state())
             .finish_non_exhaustive()
-    }
-}
-
-/// A function wrapped once by [`Breaker::decorate`], called many times.
-#[derive(Clone, Debug)]
-pub struct Decorated<F> {
-    breaker: Breaker,
-    f: F,
-}
-
-impl<F> Decorated<F> {
-    /// Calls the wrapped function with `arg` through the breaker.
-    #[inline]
-    pub fn call<A, T, E>(&self, arg: A) -> Result<T, CallError<E>>
-    where
-        F: Fn(A) -> Result<T, E>,
-        T: 'static,
-        E: IsStdError,
-    {
-        self.breaker.call(|| (self.f)(arg))
-    }
-
-    /// Calls the wrapped function with `arg` through the breaker, for an
-    /// error type of any kind (see [`Breaker::call_any`]).
-    #[inline]
-    pub fn call_any<A, T, E>(&self, arg: A) -> Result<T, CallError<E>>
-    where
-        F: Fn(A) -> Result<T, E>,
-        T: 'static,
-        E: 'static,
-    {
-        self.breaker.call_any(|| (self.f)(arg))
-    }
-
-    /// The breaker, for snapshots and overrides.
-    pub fn breaker(&self) -> &Breaker {
-        &self.breaker
     }
 }
 

@@ -6,13 +6,22 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::breaker::Parts;
 use crate::check::{check, check_rate};
 use crate::events::{Delivery, StateChange};
-use crate::recovery::health_probe::HealthProbe;
-use crate::settings::Settings;
 use crate::{Breaker, CallPath, Classifier, ConfigError, LatencyTrip, ResultClassifier};
 
-pub(crate) type Callback = Arc<dyn Fn(&StateChange) + Send + Sync>;
+impl Breaker {
+    /// Starts building a breaker called `name` (used in errors, logs and
+    /// metrics). See [`BreakerBuilder`] for the settings and their defaults.
+    ///
+    /// `build()` refuses a name that is empty, longer than 32 bytes, or not
+    /// printable ASCII (space to `~`) without a backtick, so that it fits in
+    /// a refusal and cannot forge a log line.
+    pub fn builder(name: impl Into<String>) -> BreakerBuilder {
+        BreakerBuilder::new(name)
+    }
+}
 
 /// Builds a [`Breaker`] (made by [`Breaker::builder`]), or a reusable
 /// [`BreakerConfig`] (made by [`BreakerConfig::builder`]).
@@ -62,26 +71,8 @@ pub(crate) type Callback = Arc<dyn Fn(&StateChange) + Send + Sync>;
 #[must_use = "a builder does nothing until `build()` is called"]
 #[derive(Clone)]
 pub struct BreakerBuilder<T = Breaker> {
-    pub(crate) name: String,
-    pub(crate) call_path: Option<CallPath>,
-    pub(crate) classifier: Option<Classifier>,
-    pub(crate) clock: Option<quanta::Clock>,
-    pub(crate) on_state_change: Option<Callback>,
-    pub(crate) delivery: Delivery,
-    pub(crate) jitter_seed: Option<u64>,
-    pub(crate) result_classifier: Option<ResultClassifier>,
-    /// Shared with the builders and configurations cloned from this one
-    /// until one of them changes a setting.
-    pub(crate) settings: Arc<Settings>,
-    /// Ramp-up, maintenance windows, deadlines (`src/trading/`): read once
-    /// at build, into the machine's `Recovering`, and not kept.
-    pub(crate) recovery: crate::recovery::Recovery,
-    /// What has the process's health-probe thread watch the breaker built
-    /// with a health probe: set with the probe by
-    /// [`health_probe`](Self::health_probe) (`src/trading/`), and handed to
-    /// the breaker at build, so that the breaker does not import the
-    /// thread's module. False if the thread cannot take the breaker.
-    pub(crate) probe_thread: Option<fn(&Breaker, HealthProbe) -> bool>,
+    /// What the breaker is built from, as set so far.
+    pub(crate) parts: Parts,
     /// What `build()` makes: a [`Breaker`] or a [`BreakerConfig`].
     target: PhantomData<fn() -> T>,
 }
@@ -89,10 +80,10 @@ pub struct BreakerBuilder<T = Breaker> {
 impl<T> fmt::Debug for BreakerBuilder<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BreakerBuilder")
-            .field("name", &self.name)
-            .field("call_path", &self.call_path)
-            .field("settings", &self.settings)
-            .field("recovery", &self.recovery)
+            .field("name", &self.parts.name)
+            .field("call_path", &self.parts.call_path)
+            .field("settings", &self.parts.settings)
+            .field("recovery", &self.parts.recovery)
             .finish_non_exhaustive()
     }
 }
@@ -101,14 +92,14 @@ macro_rules! setter {
     ($(#[$doc:meta])* $name:ident: $ty:ty => $($path:ident).+) => {
         $(#[$doc])*
         pub fn $name(mut self, value: $ty) -> Self {
-            Arc::make_mut(&mut self.settings).$($path).+ = value;
+            Arc::make_mut(&mut self.parts.settings).$($path).+ = value;
             self
         }
     };
     ($(#[$doc:meta])* $name:ident: into $ty:ty => $($path:ident).+) => {
         $(#[$doc])*
         pub fn $name(mut self, value: impl Into<Option<$ty>>) -> Self {
-            Arc::make_mut(&mut self.settings).$($path).+ = value.into();
+            Arc::make_mut(&mut self.parts.settings).$($path).+ = value.into();
             self
         }
     };
@@ -117,37 +108,27 @@ macro_rules! setter {
 impl<T> BreakerBuilder<T> {
     pub(crate) fn new(name: impl Into<String>) -> Self {
         BreakerBuilder {
-            name: name.into(),
-            call_path: None,
-            classifier: None,
-            clock: None,
-            on_state_change: None,
-            delivery: Delivery::Caller,
-            jitter_seed: None,
-            result_classifier: None,
-            settings: Arc::default(),
-            recovery: crate::recovery::Recovery::default(),
-            probe_thread: None,
+            parts: Parts::new(name.into()),
             target: PhantomData,
         }
     }
 
     /// The call path this breaker guards. Required.
     pub fn call_path(mut self, path: CallPath) -> Self {
-        self.call_path = Some(path);
+        self.parts.call_path = Some(path);
         self
     }
 
     /// Which errors count against the dependency. Required.
     pub fn classifier(mut self, classifier: Classifier) -> Self {
-        self.classifier = Some(classifier);
+        self.parts.classifier = Some(classifier);
         self
     }
 
     /// The clock to read. Pass the clock half of `quanta::Clock::mock()` in
     /// tests and move time with its handle.
     pub fn clock(mut self, clock: quanta::Clock) -> Self {
-        self.clock = Some(clock);
+        self.parts.clock = Some(clock);
         self
     }
 
@@ -159,7 +140,7 @@ impl<T> BreakerBuilder<T> {
     where
         F: Fn(&StateChange) + Send + Sync + 'static,
     {
-        self.on_state_change = Some(Arc::new(f));
+        self.parts.on_state_change = Some(Arc::new(f));
         self
     }
 
@@ -167,13 +148,13 @@ impl<T> BreakerBuilder<T> {
     /// to subscribers and writes the log line): the caller that caused the
     /// change, or the process's notifier thread. See [`Delivery`].
     pub fn delivery(mut self, delivery: Delivery) -> Self {
-        self.delivery = delivery;
+        self.parts.delivery = delivery;
         self
     }
 
     /// Seeds the jitter so that open periods are exactly reproducible.
     pub fn jitter_seed(mut self, seed: u64) -> Self {
-        self.jitter_seed = Some(seed);
+        self.parts.jitter_seed = Some(seed);
         self
     }
 
@@ -200,7 +181,7 @@ impl<T> BreakerBuilder<T> {
         slow_call_rate_threshold: into f64 => slow_call_rate_threshold);
     /// A latency-percentile trip policy.
     pub fn latency_trip(mut self, value: impl Into<Option<LatencyTrip>>) -> Self {
-        Arc::make_mut(&mut self.settings).latency_trip = value.into().map(Box::new);
+        Arc::make_mut(&mut self.parts.settings).latency_trip = value.into().map(Box::new);
         self
     }
     setter!(
@@ -245,7 +226,7 @@ impl<T> BreakerBuilder<T> {
     /// Cost: a closed success with one set takes the locked path when the
     /// classifier says anything but `Success`; a `Success` stays lock-free.
     pub fn result_classifier(mut self, classifier: impl Into<Option<ResultClassifier>>) -> Self {
-        self.result_classifier = classifier.into();
+        self.parts.result_classifier = classifier.into();
         self
     }
 
@@ -317,7 +298,7 @@ impl<T> BreakerBuilder<T> {
     /// Cost: one search over the bounds per timed call, under the lock the
     /// call takes anyway; no clock read of its own.
     pub fn call_duration_buckets(mut self, bounds: impl Into<Vec<Duration>>) -> Self {
-        Arc::make_mut(&mut self.settings).call_duration_buckets =
+        Arc::make_mut(&mut self.parts.settings).call_duration_buckets =
             std::borrow::Cow::Owned(bounds.into());
         self
     }
@@ -335,29 +316,19 @@ impl<T> BreakerBuilder<T> {
     /// The same settings, building the other kind of thing.
     fn retarget<U>(self) -> BreakerBuilder<U> {
         BreakerBuilder {
-            name: self.name,
-            call_path: self.call_path,
-            classifier: self.classifier,
-            clock: self.clock,
-            on_state_change: self.on_state_change,
-            delivery: self.delivery,
-            jitter_seed: self.jitter_seed,
-            result_classifier: self.result_classifier,
-            settings: self.settings,
-            recovery: self.recovery,
-            probe_thread: self.probe_thread,
+            parts: self.parts,
             target: PhantomData,
         }
     }
 
     fn validate_name(&self) -> Result<(), ConfigError> {
-        crate::name::check(&self.name)
+        crate::name::check(&self.parts.name)
     }
 
     /// Checks everything but the name.
     fn validate(&self) -> Result<(), ConfigError> {
-        let s = &self.settings;
-        let path = self.call_path.as_ref().ok_or(ConfigError::Missing {
+        let s = &self.parts.settings;
+        let path = self.parts.call_path.as_ref().ok_or(ConfigError::Missing {
             field: "call_path",
             why: "declare what the breaker guards, so that order, cancel, kill-switch and \
                   risk-check paths can be refused",
@@ -368,7 +339,7 @@ impl<T> BreakerBuilder<T> {
                 why,
             });
         }
-        if self.classifier.is_none() {
+        if self.parts.classifier.is_none() {
             return Err(ConfigError::Missing {
                 field: "classifier",
                 why: "say which errors are the dependency's failures; there is no default that \
@@ -426,7 +397,7 @@ impl<T> BreakerBuilder<T> {
         if let Some(policy) = &s.latency_trip {
             policy.validate()?;
         }
-        self.recovery.validate()?;
+        self.parts.recovery.validate()?;
         let b = &s.backoff;
         check(
             "open_duration",
@@ -504,7 +475,7 @@ impl<T> BreakerBuilder<T> {
 impl<T> BreakerBuilder<T> {
     /// Checks the settings brought over from the peers' policies.
     fn validate_parity(&self) -> Result<(), ConfigError> {
-        let s = &self.settings;
+        let s = &self.parts.settings;
         if let Some(n) = s.count_window {
             check(
                 "count_window",
@@ -599,7 +570,7 @@ impl BreakerBuilder<Breaker> {
     pub fn build(self) -> Result<Breaker, ConfigError> {
         self.validate_name()?;
         self.validate()?;
-        Ok(Breaker::from_builder(self))
+        Ok(Breaker::from_parts(self.parts))
     }
 }
 
@@ -668,16 +639,16 @@ impl BreakerConfig {
     /// A [`ConfigError`] for the name; the rest was checked by `build()`.
     pub fn breaker(&self, name: impl Into<String>) -> Result<Breaker, ConfigError> {
         let mut builder = self.builder.clone();
-        builder.name = name.into();
+        builder.parts.name = name.into();
         builder.validate_name()?;
-        Ok(Breaker::from_builder(builder))
+        Ok(Breaker::from_parts(builder.parts))
     }
 
     /// A builder for a breaker called `name`, set up with this
     /// configuration, to change a setting or two before `build()`.
     pub fn to_builder(&self, name: impl Into<String>) -> BreakerBuilder {
         let mut builder = self.builder.clone();
-        builder.name = name.into();
+        builder.parts.name = name.into();
         builder
     }
 }
@@ -690,7 +661,7 @@ mod tests {
     fn a_setting_changed_on_a_copy_of_a_builder_stays_on_that_copy() {
         let a = Breaker::builder("a").minimum_calls(3);
         let b = a.clone().minimum_calls(4);
-        assert_eq!(a.settings.minimum_calls, 3);
-        assert_eq!(b.settings.minimum_calls, 4);
+        assert_eq!(a.parts.settings.minimum_calls, 3);
+        assert_eq!(b.parts.settings.minimum_calls, 4);
     }
 }

@@ -199,6 +199,9 @@ impl fmt::Display for Reason {
     }
 }
 
+/// The `on_state_change` callback a breaker runs for each change.
+pub(crate) type Callback = Arc<dyn Fn(&StateChange) + Send + Sync>;
+
 /// One state change, as given to `on_state_change` and to subscribers.
 ///
 /// Non-exhaustive: a later release may add fields (as it added `cause` and

@@ -284,6 +284,7 @@
 pub mod admin;
 mod backoff;
 mod breaker;
+mod call;
 mod call_path;
 mod cause;
 #[cfg(feature = "chain")]
@@ -342,12 +343,14 @@ mod view;
 mod wall;
 mod window;
 
-pub use breaker::{Breaker, Decorated};
+pub use breaker::Breaker;
+pub use call::Decorated;
 pub use call_path::CallPath;
 pub use cause::FailureCause;
+pub use check::ConfigError;
 pub use classify::{Classifier, ErrorView, ResultClassifier, Verdict};
 pub use config::{BreakerBuilder, BreakerConfig};
-pub use error::{CallError, ConfigError, IsStdError, Rejected};
+pub use error::{CallError, IsStdError, Rejected};
 pub use events::{Delivery, Iter, Reason, StateChange, Subscription, TryIter};
 pub use histogram::CallDurations;
 pub use latency::LatencyTrip;

@@ -47,7 +47,7 @@ impl Breaker {
     /// on its own, with its message and type name (see [`FailureCause`]),
     /// while it is open or half-open; `None` while closed, when forced
     /// open, or when no call that failed showed its error. For a caller
-    /// holding a [`Rejected`], which stays a small `Copy` value: one lock
+    /// holding a [`Rejected`](crate::Rejected), which stays a small `Copy` value: one lock
     /// round trip.
     pub fn last_failure(&self) -> Option<Arc<FailureCause>> {
         self.lock().opened_by.clone()
