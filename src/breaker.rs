@@ -10,7 +10,6 @@
 //! (`seam.rs`).
 
 use std::fmt;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
@@ -21,7 +20,7 @@ use crate::backoff::Rng;
 use crate::cause::{FailureCause, LastNote, Note};
 use crate::clock::Time;
 use crate::delivery::{Courier, Outbox, Pending};
-use crate::events::{Callback, Delivery, Subscribers, Subscription};
+use crate::events::{Callback, Delivery, Subscribers};
 use crate::gate::{Gate, Published, Word};
 use crate::machine::{Admit, Machine, Ticket, Transition};
 use crate::notifier;
@@ -29,9 +28,7 @@ use crate::recovery::health_probe::HealthProbe;
 use crate::recovery::Recovery;
 use crate::settings::Settings;
 use crate::wall::{watch_from, Wall};
-use crate::{
-    CallPath, Classifier, ConfigError, Rejected, ResultClassifier, State, StateChange, Verdict,
-};
+use crate::{CallPath, Classifier, Rejected, ResultClassifier, State, StateChange, Verdict};
 
 /// A circuit breaker for one independently failing dependency.
 ///
@@ -131,7 +128,7 @@ pub(crate) struct Inner {
     on_change: Option<Callback>,
     /// Made at the first subscription: a breaker nobody subscribes to
     /// keeps an empty cell.
-    subscribers: OnceLock<Arc<Subscribers>>,
+    pub(crate) subscribers: OnceLock<Arc<Subscribers>>,
 }
 
 /// What a call reads besides the gate's word, on the word's line: a
@@ -483,29 +480,6 @@ impl Breaker {
         }
     }
 
-    /// A bounded stream of this breaker's state changes. A subscriber that
-    /// falls more than `capacity` changes behind loses the newer ones
-    /// (counted by [`Subscription::dropped`]); callers never wait for it.
-    /// Dropping the subscription unsubscribes.
-    ///
-    /// The buffer is allocated up front, so `capacity` is limited to
-    /// [`Subscription::MAX_CAPACITY`] (65 536 changes).
-    ///
-    /// # Errors
-    ///
-    /// [`ConfigError::Invalid`] naming `capacity` when it is 0 or above
-    /// [`Subscription::MAX_CAPACITY`].
-    pub fn subscribe(&self, capacity: usize) -> Result<Subscription, ConfigError> {
-        // Refused before the list is made: a breaker whose subscriptions
-        // were all refused keeps an empty cell.
-        crate::events::check_capacity(capacity)?;
-        Ok(self
-            .inner
-            .subscribers
-            .get_or_init(Arc::default)
-            .subscribe(capacity))
-    }
-
     /// Under the lock: make the new state visible to the hot path and queue
     /// the change for delivery, dropping the oldest waiting change if
     /// `Delivery::PENDING_CAPACITY` are waiting already.
@@ -638,43 +612,17 @@ impl Outbox for Inner {
         core.changes.as_mut().and_then(|c| c.pending.pop())
     }
 
-    /// Runs the user's code for one change: the log sink, then the callback,
-    /// then the subscribers. A panic in either is caught, so that it never
-    /// reaches the caller and never leaves `BUSY` set (which would end every
-    /// later delivery).
     fn deliver(&self, change: &StateChange) {
-        let _ = catch_unwind(AssertUnwindSafe(|| match change.to {
-            State::Open | State::ForcedOpen | State::ForcedClosed => log::warn!("{change}"),
-            State::Closed | State::HalfOpen => log::info!("{change}"),
-        }));
-        if change.from == State::Closed && change.to == State::Open {
+        let flapping = || {
             let now = self.hot().time.now();
-            let flapping = self.core.lock().machine.flapping_rule(now);
-            if let Some((trips, window)) = flapping {
-                let _ = catch_unwind(AssertUnwindSafe(|| {
-                    log::warn!(
-                        "breaker `{}` is flapping: {trips} trips within {} (docs/tuning.md says what to change)",
-                        change.breaker,
-                        crate::duration::display(window)
-                    )
-                }));
-            }
-        }
-        if let Some(cb) = &self.on_change {
-            if catch_unwind(AssertUnwindSafe(|| cb(change))).is_err() {
-                let _ = catch_unwind(AssertUnwindSafe(|| {
-                    log::error!(
-                        "breaker `{}`: on_state_change panicked on {} -> {}; the breaker is unaffected",
-                        change.breaker,
-                        change.from,
-                        change.to
-                    )
-                }));
-            }
-        }
-        if let Some(subscribers) = self.subscribers.get() {
-            subscribers.publish(change);
-        }
+            self.core.lock().machine.flapping_rule(now)
+        };
+        crate::events::run(
+            change,
+            flapping,
+            self.on_change.as_ref(),
+            self.subscribers.get().map(|s| &**s),
+        );
     }
 
     fn schedule(this: Weak<Self>) -> bool {
@@ -715,19 +663,5 @@ mod layout {
         // the rest: a field that adds one should be weighed.
         let size = size_of::<super::Inner>();
         assert!(size <= 11 * 128, "{size} bytes");
-    }
-
-    #[test]
-    fn a_refused_subscription_leaves_the_subscriber_cell_empty() {
-        let b = crate::Breaker::builder("refused-subscription")
-            .call_path(crate::CallPath::ReferenceData)
-            .classifier(crate::Classifier::every_error_is_a_failure())
-            .build()
-            .unwrap();
-        let err = b.subscribe(0).unwrap_err();
-        assert!(err.to_string().contains("capacity"), "{err}");
-        assert!(b.inner.subscribers.get().is_none());
-        let _ok = b.subscribe(1).unwrap();
-        assert!(b.inner.subscribers.get().is_some());
     }
 }

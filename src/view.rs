@@ -1,6 +1,6 @@
 //! The breaker seen without making a call: whether a call would be
-//! admitted, the state a call would meet, what opened it, and the
-//! snapshot of its counters.
+//! admitted, the state a call would meet, what opened it, the snapshot of
+//! its counters, and the stream of its state changes.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -9,9 +9,10 @@ use std::time::Duration;
 use crate::breaker::Breaker;
 use crate::cause::FailureCause;
 use crate::delivery::Outbox;
+use crate::events::Subscription;
 use crate::gate::Word;
 use crate::snapshot::{rate, Snapshot, StateTimes, Totals};
-use crate::State;
+use crate::{ConfigError, State};
 
 impl Breaker {
     /// Whether a call made now would be admitted, without making one: for a
@@ -168,5 +169,45 @@ impl Breaker {
                 .map(|end| Duration::from_nanos(end.saturating_sub(now))),
             neutral_failures: v.neutral_failures,
         }
+    }
+
+    /// A bounded stream of this breaker's state changes. A subscriber that
+    /// falls more than `capacity` changes behind loses the newer ones
+    /// (counted by [`Subscription::dropped`]); callers never wait for it.
+    /// Dropping the subscription unsubscribes.
+    ///
+    /// The buffer is allocated up front, so `capacity` is limited to
+    /// [`Subscription::MAX_CAPACITY`] (65 536 changes).
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Invalid`] naming `capacity` when it is 0 or above
+    /// [`Subscription::MAX_CAPACITY`].
+    pub fn subscribe(&self, capacity: usize) -> Result<Subscription, ConfigError> {
+        // Refused before the list is made: a breaker whose subscriptions
+        // were all refused keeps an empty cell.
+        crate::events::check_capacity(capacity)?;
+        Ok(self
+            .inner
+            .subscribers
+            .get_or_init(Arc::default)
+            .subscribe(capacity))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_refused_subscription_leaves_the_subscriber_cell_empty() {
+        let b = crate::Breaker::builder("refused-subscription")
+            .call_path(crate::CallPath::ReferenceData)
+            .classifier(crate::Classifier::every_error_is_a_failure())
+            .build()
+            .unwrap();
+        let err = b.subscribe(0).unwrap_err();
+        assert!(err.to_string().contains("capacity"), "{err}");
+        assert!(b.inner.subscribers.get().is_none());
+        let _ok = b.subscribe(1).unwrap();
+        assert!(b.inner.subscribers.get().is_some());
     }
 }
