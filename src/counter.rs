@@ -3,10 +3,11 @@
 //! A breaker's counts that the hot path bumps without the lock live in a
 //! cell per slot, each slot's cell on a line of 128 bytes of its own that
 //! only that slot's thread writes in a call: the quiet successes (for the
-//! gate, `src/gate.rs`), the refusals, and the calls admitted. A thread counts in one slot, chosen once
-//! per thread for the whole process, and a reader sums the slots. Two
-//! threads on different slots never move a line between their cores, which
-//! a single shared counter does on every increment.
+//! gate, `src/gate.rs`), the refusals, and the calls admitted. A thread
+//! counts in one slot, chosen once per thread for the whole process, and a
+//! reader sums the slots. Two threads on different slots never move a line
+//! between their cores, which a single shared counter does on every
+//! increment.
 //!
 //! Every slot but the last belongs to **one thread at a time**: the first
 //! threads that count each take one for as long as they live, and give it
