@@ -1,13 +1,13 @@
 //! Counters that many threads increment without sharing a cache line.
 //!
 //! A breaker's counts that the hot path bumps without the lock live in a
-//! cell per slot, each slot's cell on a line of 128 bytes that only that
-//! slot's thread writes in a call (shared with three other breakers' cells,
-//! see `cells` below): the quiet successes (for the gate, `src/gate.rs`), the
-//! refusals, and the calls admitted. A thread counts in one slot, chosen once
-//! per thread for the whole process, and a reader sums the slots. Two
-//! threads on different slots never move a line between their cores, which
-//! a single shared counter does on every increment.
+//! cell per slot, each slot's cell on a line of 128 bytes of its own that
+//! only that slot's thread writes in a call: the quiet successes (for the
+//! gate, `src/gate.rs`), the refusals, and the calls admitted. A thread
+//! counts in one slot, chosen once per thread for the whole process, and a
+//! reader sums the slots. Two threads on different slots never move a line
+//! between their cores, which a single shared counter does on every
+//! increment.
 //!
 //! Every slot but the last belongs to **one thread at a time**: the first
 //! threads that count each take one for as long as they live, and give it
@@ -57,143 +57,32 @@ impl Cell {
     }
 }
 
-/// Where a breaker's cells live: one per slot, each on that slot's line.
-///
-/// A slot's line is written by one thread (its owner) whichever breaker it
-/// counts for, so the cells of several breakers share it: four breakers'
-/// counts, one cell of 32 bytes each, in each of the [`SLOTS`] lines of a
-/// block. Blocks are made as breakers need them and never freed; a breaker
-/// gives its cells back when it is dropped, to the next breaker built. So
-/// the blocks of a process are bounded by the most breakers alive at once,
-/// not by how many came and went, and a breaker takes 4 × 32 bytes of
-/// them, not four lines of 128.
-#[cfg(not(loom))]
-mod cells {
-    use super::{tagged, Cell, MASK, SLOTS};
-    use crate::sync::Ordering;
-    use parking_lot::Mutex;
+/// A cell on a line of its own, so that no two slots' writers share one.
+#[repr(align(128))]
+struct Line(Cell);
 
-    /// Breakers whose counts share a slot's line: four cells of 32 bytes.
-    const PER_LINE: usize = 4;
-    /// The cells of a block: a line per slot.
-    const CELLS: usize = SLOTS * PER_LINE;
-    /// What a breaker's view of its block spans: from its own cell in the
-    /// first line to its own cell in the last.
-    const VIEW: usize = (SLOTS - 1) * PER_LINE + 1;
+/// A breaker's cells, one per slot, each on that slot's line, held inline
+/// by the breaker and freed with it. The cell for `slot` is `slot × 128`
+/// bytes from the first, at a fixed offset from the breaker's shared state:
+/// the hot path finds it with no pointer to load and no bounds to check.
+struct Cells([Line; SLOTS]);
 
-    /// A cell on a 32-byte boundary, four to a line.
-    #[repr(align(32))]
-    pub(super) struct Aligned(Cell);
-
-    /// Four lines of 128 bytes, one per slot, each holding the cells of the
-    /// same four breakers: the breaker at position `pos` has cell
-    /// `slot * 4 + pos`. Aligned to its size, so that a block is known by
-    /// the address of any of its cells.
-    #[repr(align(512))]
-    struct Block([Aligned; CELLS]);
-
-    const _: () = assert!(std::mem::size_of::<Block>() == 512);
-
-    /// A breaker's cells: the block from its own cell in slot 0's line on.
-    /// Its cell for `slot` is then `slot * 4` cells further, 128 bytes a
-    /// slot, with no position to add and no bounds to check.
-    type View = &'static [Aligned; VIEW];
-
-    /// The cells no breaker holds. Its length is at most the cells of every
-    /// block made, so it is bounded as the blocks are.
-    static FREE: Mutex<Vec<View>> = parking_lot::const_mutex(Vec::new());
-
-    pub(super) struct Cells(View);
-
-    impl Cells {
-        /// Cells of their own, the quiet counts tagged `tag`, every count 0.
-        pub(super) fn new(tag: u32) -> Cells {
-            let view = {
-                let mut free = FREE.lock();
-                match free.pop() {
-                    Some(view) => view,
-                    None => {
-                        let block: &'static Block =
-                            Box::leak(Box::new(Block(std::array::from_fn(|_| {
-                                Aligned(Cell::new(0))
-                            }))));
-                        let view = |pos: usize| -> View {
-                            (&block.0[pos..pos + VIEW])
-                                .try_into()
-                                .expect("a view fits in its block")
-                        };
-                        free.extend((1..PER_LINE).map(view));
-                        view(0)
-                    }
-                }
-            };
-            // Whatever a breaker that held them left: its last counts
-            // happened before it was dropped and gave them back under the
-            // lock, so these stores come after them.
-            let cells = Cells(view);
-            for c in cells.iter() {
-                c.quiet.store(tagged(tag, 0), Ordering::Relaxed);
-                c.refusals.store(0, Ordering::Relaxed);
-                c.admitted.store(0, Ordering::Relaxed);
-            }
-            cells
-        }
-
-        /// The cell for `slot`.
-        #[inline(always)]
-        pub(super) fn get(&self, slot: usize) -> &Cell {
-            &self.0[(slot & MASK) * PER_LINE].0
-        }
-
-        /// The cells of every slot.
-        pub(super) fn iter(&self) -> impl Iterator<Item = &Cell> {
-            (0..SLOTS).map(|slot| self.get(slot))
-        }
+impl Cells {
+    fn new(tag: u32) -> Cells {
+        Cells(std::array::from_fn(|_| Line(Cell::new(tag))))
     }
 
-    impl Drop for Cells {
-        fn drop(&mut self) {
-            FREE.lock().push(self.0);
-        }
+    /// The cell for `slot`.
+    #[inline(always)]
+    fn get(&self, slot: usize) -> &Cell {
+        &self.0[slot & MASK].0
     }
 
-    /// Whether `a` and `b` are cells of one block, for the tests.
-    #[cfg(test)]
-    pub(super) fn same_block(a: &Cells, b: &Cells) -> bool {
-        let block = |c: &Cells| c.0.as_ptr() as usize / std::mem::size_of::<Block>();
-        block(a) == block(b)
+    /// The cells of every slot.
+    fn iter(&self) -> impl Iterator<Item = &Cell> {
+        self.0.iter().map(|l| &l.0)
     }
 }
-
-/// Under the model checker, a breaker's cells are its own, one line per
-/// slot: the model's atomics cannot outlive a run, and where the cells
-/// live changes nothing the model checks.
-#[cfg(loom)]
-mod cells {
-    use super::{Cell, MASK, SLOTS};
-
-    #[repr(align(128))]
-    struct Line(Cell);
-
-    pub(super) struct Cells([Line; SLOTS]);
-
-    impl Cells {
-        pub(super) fn new(tag: u32) -> Cells {
-            Cells(std::array::from_fn(|_| Line(Cell::new(tag))))
-        }
-
-        #[inline(always)]
-        pub(super) fn get(&self, slot: usize) -> &Cell {
-            &self.0[slot & MASK].0
-        }
-
-        pub(super) fn iter(&self) -> impl Iterator<Item = &Cell> {
-            self.0.iter().map(|l| &l.0)
-        }
-    }
-}
-
-use cells::Cells;
 
 #[cfg(not(loom))]
 mod thread_slot {
@@ -525,39 +414,6 @@ mod tests {
             owned > 0,
             "no thread of 32, one after another, owned a slot"
         );
-    }
-
-    #[test]
-    fn a_breakers_cells_come_back_empty_to_the_next_breaker() {
-        let dirty: Vec<PerThread> = (0..10).map(|_| PerThread::new(3)).collect();
-        for c in &dirty {
-            c.add_refusal();
-            c.add_admitted();
-            assert!(c.try_add_quiet(3));
-        }
-        drop(dirty);
-        // The cells just given back are the first taken again.
-        for c in (0..10).map(|_| PerThread::new(5)).collect::<Vec<_>>() {
-            assert_eq!(c.refusals(), 0);
-            assert_eq!(c.admitted(), 0);
-            assert_eq!(c.take_quiet(5), 0);
-            assert!(!c.try_add_quiet(3), "the old tag is gone");
-            assert!(c.try_add_quiet(5));
-        }
-    }
-
-    #[test]
-    fn breakers_come_and_go_on_the_same_few_blocks() {
-        // Without giving cells back, 1,000 breakers one after another
-        // would take 200 blocks.
-        let mut blocks: Vec<PerThread> = Vec::new();
-        for _ in 0..1_000 {
-            let c = PerThread::new(0);
-            if !blocks.iter().any(|b| cells::same_block(&b.0, &c.0)) {
-                blocks.push(c);
-            }
-            assert!(blocks.len() <= 20, "{} blocks", blocks.len());
-        }
     }
 
     #[test]

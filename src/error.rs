@@ -1,4 +1,5 @@
-//! Errors: a refused call, a failed call, and a refused configuration.
+//! Errors of a call: a refused call and a failed call. (A refused
+//! configuration is a `ConfigError`, in `src/check.rs`.)
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -6,9 +7,8 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::check::Invalid;
 use crate::name::Inline;
-use crate::{CallPath, State};
+use crate::State;
 
 /// The breaker refused the call: **nothing was attempted**.
 ///
@@ -306,61 +306,6 @@ impl<E: StdError + 'static> StdError for CallError<E> {
             // finds it through any wrapper.
             CallError::Rejected(r) => Some(r),
             CallError::Failed(e) => Some(e),
-        }
-    }
-}
-
-/// A configuration refused by [`BreakerBuilder::build`](crate::BreakerBuilder::build).
-///
-/// Every variant names the field at fault; nothing about a bad configuration
-/// panics.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// A required setting was not given.
-    #[error("`{field}` is required: {why}")]
-    Missing {
-        /// The builder method that sets it.
-        field: &'static str,
-        /// Why there is no default.
-        why: &'static str,
-    },
-    /// A setting broke a rule.
-    #[error("`{field}` {rule} (got {})", crate::text::shown(.value))]
-    Invalid {
-        /// The builder method that set it.
-        field: &'static str,
-        /// The rule it broke.
-        rule: &'static str,
-        /// The value given, formatted.
-        value: String,
-    },
-    /// The breaker was declared for a call path on which it would do harm.
-    #[error("refusing to build a breaker for the {path} path: {why}")]
-    ForbiddenCallPath {
-        /// The path that was declared.
-        path: CallPath,
-        /// Why a breaker must not stand there.
-        why: &'static str,
-    },
-}
-
-impl From<Invalid> for ConfigError {
-    fn from(i: Invalid) -> Self {
-        ConfigError::Invalid {
-            field: i.field,
-            rule: i.rule,
-            value: i.value,
-        }
-    }
-}
-
-impl ConfigError {
-    /// The builder field at fault (`"call_path"` for a forbidden path).
-    pub fn field(&self) -> &'static str {
-        match self {
-            ConfigError::Missing { field, .. } | ConfigError::Invalid { field, .. } => field,
-            ConfigError::ForbiddenCallPath { .. } => "call_path",
         }
     }
 }

@@ -2,6 +2,7 @@
 //! delivered; and subscriptions.
 
 use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -198,6 +199,9 @@ impl fmt::Display for Reason {
         }
     }
 }
+
+/// The `on_state_change` callback a breaker runs for each change.
+pub(crate) type Callback = Arc<dyn Fn(&StateChange) + Send + Sync>;
 
 /// One state change, as given to `on_state_change` and to subscribers.
 ///
@@ -398,6 +402,51 @@ impl Iterator for TryIter<'_> {
 
     fn next(&mut self) -> Option<StateChange> {
         self.sub.try_recv()
+    }
+}
+
+/// Runs the user's code for one change, outside every lock: the log line
+/// (`warn` for open and forced, `info` otherwise, and for a trip from
+/// closed a warning if `flapping()` gives the rule the breaker's trips
+/// broke), then the `on_state_change` callback, then the subscribers. A
+/// panic in any of them is caught and logged, so that it never reaches the
+/// thread delivering, which must let go of delivery after it
+/// (`src/delivery.rs`).
+pub(crate) fn run(
+    change: &StateChange,
+    flapping: impl FnOnce() -> Option<(u32, Duration)>,
+    on_change: Option<&Callback>,
+    subscribers: Option<&Subscribers>,
+) {
+    let _ = catch_unwind(AssertUnwindSafe(|| match change.to {
+        State::Open | State::ForcedOpen | State::ForcedClosed => log::warn!("{change}"),
+        State::Closed | State::HalfOpen => log::info!("{change}"),
+    }));
+    if change.from == State::Closed && change.to == State::Open {
+        if let Some((trips, window)) = flapping() {
+            let _ = catch_unwind(AssertUnwindSafe(|| {
+                log::warn!(
+                    "breaker `{}` is flapping: {trips} trips within {} (docs/tuning.md says what to change)",
+                    change.breaker,
+                    crate::duration::display(window)
+                )
+            }));
+        }
+    }
+    if let Some(cb) = on_change {
+        if catch_unwind(AssertUnwindSafe(|| cb(change))).is_err() {
+            let _ = catch_unwind(AssertUnwindSafe(|| {
+                log::error!(
+                    "breaker `{}`: on_state_change panicked on {} -> {}; the breaker is unaffected",
+                    change.breaker,
+                    change.from,
+                    change.to
+                )
+            }));
+        }
+    }
+    if let Some(subscribers) = subscribers {
+        subscribers.publish(change);
     }
 }
 

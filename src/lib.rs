@@ -284,6 +284,7 @@
 pub mod admin;
 mod backoff;
 mod breaker;
+mod call;
 mod call_path;
 mod cause;
 #[cfg(feature = "chain")]
@@ -296,6 +297,7 @@ mod config;
 pub mod config_file;
 mod count_window;
 mod counter;
+mod delivery;
 pub mod duration;
 mod error;
 mod events;
@@ -313,6 +315,7 @@ mod latency;
 mod machine;
 mod name;
 mod notifier;
+mod overrides;
 mod permit;
 mod policy;
 #[cfg(feature = "prometheus")]
@@ -323,10 +326,12 @@ mod recovery;
 pub mod registry;
 #[cfg(feature = "retry")]
 pub mod retry;
+mod seam;
 // `Serialize` for snapshots: the `serde` feature's promise, and the shape
 // the admin endpoint serves.
 #[cfg(any(feature = "serde", feature = "admin"))]
 mod serialize;
+mod settings;
 mod snapshot;
 mod state;
 mod sync;
@@ -334,14 +339,18 @@ mod text;
 pub mod trading;
 #[cfg(any(feature = "admin", feature = "redis"))]
 mod utc;
+mod view;
+mod wall;
 mod window;
 
-pub use breaker::{Breaker, Decorated};
+pub use breaker::Breaker;
+pub use call::Decorated;
 pub use call_path::CallPath;
 pub use cause::FailureCause;
+pub use check::ConfigError;
 pub use classify::{Classifier, ErrorView, ResultClassifier, Verdict};
 pub use config::{BreakerBuilder, BreakerConfig};
-pub use error::{CallError, ConfigError, IsStdError, Rejected};
+pub use error::{CallError, IsStdError, Rejected};
 pub use events::{Delivery, Iter, Reason, StateChange, Subscription, TryIter};
 pub use histogram::CallDurations;
 pub use latency::LatencyTrip;
@@ -361,6 +370,13 @@ pub use quanta;
 #[cfg(loom)]
 #[doc(hidden)]
 pub use gate::model as loom_gate;
+
+/// The delivery protocol, for the model checker's test only.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod loom_delivery {
+    pub use crate::delivery::{Courier, Outbox, Pending};
+}
 
 /// The README's Rust examples, compiled and run as doctests.
 #[cfg(doctest)]

@@ -11,13 +11,14 @@ use std::time::Duration;
 
 use crate::backoff::Rng;
 use crate::check::nanos;
-use crate::config::Settings;
 use crate::count_window::{CountWindow, Tally};
 use crate::events::Reason;
+use crate::gate::Word;
 use crate::histogram::CallDurations;
 use crate::latency::LatencyWindow;
 use crate::policy::{OpenPeriodInput, RoundDecision, WindowCounts};
 use crate::recovery::{Recovering, Recovery};
+use crate::settings::Settings;
 use crate::window::{Counts, Window};
 use crate::{ProbeTotals, State, Verdict};
 
@@ -65,37 +66,18 @@ pub(crate) struct Totals {
     pub(crate) slow: u64,
 }
 
-// The gate: one word that lets the hot path decide without the lock.
-// Low two bits are the state. Open: the rest is the end of the open period in
-// nanoseconds. Forced open: the rest is when the override expires (0: never).
-// Forced closed publishes the half-open word: every call takes the lock,
-// where the override's expiry is checked. Closed: bit 2 is GATE_QUIET_SUCCESS, bits 3 to 34 are left
-// for the tag the breaker adds (`src/gate.rs`), bits 35 to 63 the generation.
-//
-// A quiet success is one that changes nothing but counts: no failure run to
-// reset, no latency to file, no call to time, no trip condition it could make
-// true. The breaker counts those without the lock and hands the count to the
-// machine (`absorb_quiet_successes`) at its next locked operation; with a
-// window, only while the window's head bucket is current (`quiet_until`), so
-// that each success is filed in the bucket it happened in.
-pub(crate) const GATE_CLOSED: u64 = 0;
-pub(crate) const GATE_HALF_OPEN: u64 = 1;
-pub(crate) const GATE_FORCED: u64 = 2;
-pub(crate) const GATE_OPEN: u64 = 3;
-/// Closed, and a success in this generation would change nothing but the
-/// lifetime totals: no failure run to reset, no window, no timing.
-pub(crate) const GATE_QUIET_SUCCESS: u64 = 4;
-/// Where the breaker's tag starts in a closed gate (32 bits).
-pub(crate) const GATE_TAG_SHIFT: u32 = 3;
-/// Where the generation starts in a closed gate.
-pub(crate) const GATE_GENERATION_SHIFT: u32 = 35;
-/// Generations count modulo 2^29, what the gate has room for.
-const GENERATION_MASK: u64 = u64::MAX >> GATE_GENERATION_SHIFT;
+// The gate (`src/gate.rs`): one word that lets the hot path decide without
+// the lock, which `Machine::gate` says. A quiet success is one that changes
+// nothing but counts: no failure run to reset, no latency to file, no call
+// to time, no trip condition it could make true. The breaker counts those
+// without the lock and hands the count to the machine
+// (`absorb_quiet_successes`) at its next locked operation; with a window,
+// only while the window's head bucket is current (`quiet_until`), so that
+// each success is filed in the bucket it happened in.
 
 #[derive(Debug)]
 pub(crate) struct Machine {
-    /// Shared by the breakers whose settings are the same
-    /// ([`Settings::shared`]).
+    /// Shared by the breakers a configuration stamps (`src/settings.rs`).
     s: Arc<Settings>,
     state: State,
     entered_at: u64,
@@ -221,29 +203,23 @@ impl Machine {
         }
     }
 
-    /// The gate word for the current state (without the breaker's tag).
-    pub(crate) fn gate(&self) -> u64 {
+    /// The gate word for the current state. Forced closed takes the lock
+    /// on every call, where the override's expiry is checked.
+    pub(crate) fn gate(&self) -> Word {
         match self.state {
             // A ramp decides on each call under the lock.
-            State::Closed if self.recovering.routes_through_lock() => GATE_HALF_OPEN,
-            State::Closed => {
-                (self.generation << GATE_GENERATION_SHIFT)
-                    | if self.success_is_quiet() {
-                        GATE_QUIET_SUCCESS
-                    } else {
-                        0
-                    }
-                    | GATE_CLOSED
-            }
-            State::HalfOpen | State::ForcedClosed => GATE_HALF_OPEN,
-            State::ForcedOpen => {
-                (self
-                    .override_until()
-                    .map_or(0, |u| u.clamp(1, u64::MAX >> 2))
-                    << 2)
-                    | GATE_FORCED
-            }
-            State::Open => (self.open_until.min(u64::MAX >> 2) << 2) | GATE_OPEN,
+            State::Closed if self.recovering.routes_through_lock() => Word::Locked,
+            State::Closed => Word::Closed {
+                generation: self.generation,
+                quiet: self.success_is_quiet(),
+            },
+            State::HalfOpen | State::ForcedClosed => Word::Locked,
+            State::ForcedOpen => Word::ForcedOpen {
+                until: self.override_until(),
+            },
+            State::Open => Word::Open {
+                until: self.open_until,
+            },
         }
     }
 
@@ -763,7 +739,7 @@ impl Machine {
     }
 
     fn close(&mut self, now: u64, reason: Reason) -> Transition {
-        self.generation = (self.generation + 1) & GENERATION_MASK;
+        self.generation = (self.generation + 1) % Word::GENERATIONS;
         self.reopens = 0;
         self.consecutive = 0;
         self.throttle_until = 0;
@@ -1281,6 +1257,10 @@ mod tests {
         Machine::new(Arc::new(s), &Recovery::default(), 1, SEC)
     }
 
+    fn quiet(m: &Machine) -> bool {
+        matches!(m.gate(), Word::Closed { quiet: true, .. })
+    }
+
     fn closed(m: &Machine) -> Ticket {
         Ticket::Closed {
             generation: m.generation,
@@ -1296,7 +1276,7 @@ mod tests {
         for _ in 0..3 {
             assert!(m.record(SEC, closed(&m), Verdict::Success, 0).is_none());
         }
-        assert_eq!(m.gate() & GATE_QUIET_SUCCESS, 0, "a success could trip");
+        assert!(!quiet(&m), "a success could trip");
         let generation = m.generation;
         let t = m
             .late_successes(SEC, generation, 5)
@@ -1334,14 +1314,10 @@ mod tests {
             m.record(SEC, closed(&m), Verdict::Failure, 0);
         }
         m.record(SEC, closed(&m), Verdict::Success, 0);
-        assert_ne!(
-            m.gate() & GATE_QUIET_SUCCESS,
-            0,
-            "4 of at least 10 is below 0.5"
-        );
+        assert!(quiet(&m), "4 of at least 10 is below 0.5");
         m.record(SEC, closed(&m), Verdict::Failure, 0);
         m.record(SEC, closed(&m), Verdict::Success, 0);
-        assert_eq!(m.gate() & GATE_QUIET_SUCCESS, 0, "5 of 10 would trip");
+        assert!(!quiet(&m), "5 of 10 would trip");
     }
 
     /// A breaker whose open periods are 1 s, doubling, without jitter.

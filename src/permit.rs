@@ -1,13 +1,45 @@
 //! The RAII permits for calls that are not a single closure: one that
-//! borrows its breaker, and one that owns a handle to it.
+//! borrows its breaker, and one that owns a handle to it; and
+//! [`Breaker::try_acquire`], which hands them out.
 
 use std::fmt;
 use std::mem::ManuallyDrop;
 
+use crate::breaker::Breaker;
 use crate::cause::Note;
 use crate::classify::ErrorView;
+use crate::error::{IsStdError, Rejected};
 use crate::machine::Ticket;
-use crate::{Breaker, IsStdError, Verdict};
+use crate::Verdict;
+
+impl Breaker {
+    /// Asks to make one call, for code that is not a single closure.
+    ///
+    /// On success, report the outcome on the returned [`Permit`]. A refusal
+    /// means nothing should be attempted.
+    ///
+    /// # Errors
+    ///
+    /// [`Rejected`] when the breaker is open, forced open, or half-open with
+    /// its probes already out.
+    #[inline(always)]
+    pub fn try_acquire(&self) -> Result<Permit<'_>, Rejected> {
+        self.admit()
+            .map(|(ticket, started)| Permit::new(self, ticket, started))
+    }
+
+    /// [`try_acquire`](Self::try_acquire), with a permit that holds its own
+    /// handle to the breaker: it can move into a closure or another thread.
+    /// Costs one reference-count increment more than `try_acquire`.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    #[inline]
+    pub fn try_acquire_owned(&self) -> Result<OwnedPermit, Rejected> {
+        self.try_acquire().map(Permit::into_owned)
+    }
+}
 
 /// Permission to make one call, from [`Breaker::try_acquire`].
 ///

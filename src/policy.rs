@@ -98,12 +98,6 @@ impl TripPredicate {
     pub(crate) fn shared_name(&self) -> Arc<str> {
         Arc::clone(&self.name)
     }
-
-    /// Whether `other` is this predicate: the same name and the same
-    /// function (a clone of it), not merely an equal one.
-    pub(crate) fn same(&self, other: &TripPredicate) -> bool {
-        self.name == other.name && Arc::ptr_eq(&self.f, &other.f)
-    }
 }
 
 impl fmt::Debug for TripPredicate {
@@ -176,11 +170,6 @@ impl OpenPeriod {
     /// The period `f` gives for `input`, before the ceiling.
     pub fn period(&self, input: &OpenPeriodInput) -> Duration {
         (self.0)(input)
-    }
-
-    /// Whether `other` is this function (a clone of it).
-    pub(crate) fn same(&self, other: &OpenPeriod) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
     }
 }
 

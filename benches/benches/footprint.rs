@@ -115,9 +115,8 @@ const HELD: usize = 1_000;
 
 /// [`HELD`] values `build` returns, held at once, the inline size of one,
 /// and the heap bytes each holds on average: what one value holds of its
-/// own, plus its share of what several share (fusebox's blocks of count
-/// lines, one for four breakers; the settings and classifiers that
-/// breakers with the same ones share).
+/// own (each fusebox breaker here its own settings and count lines), plus
+/// its share of what several share (a classifier).
 fn footprint<T>(build: impl Fn() -> T) -> (Vec<T>, usize, u64) {
     let mut values = Vec::with_capacity(HELD);
     let before = LIVE.load(Ordering::Relaxed);
@@ -301,9 +300,9 @@ fn main() {
 
     println!("\n## Bytes per breaker\n");
     println!(
-        "{HELD} of each held at once; heap at build is their mean (fusebox's \
-         blocks of count lines, one for four breakers, and the settings and \
-         classifier breakers set alike share, shared out).\n"
+        "{HELD} of each held at once, each built from a builder of its own; \
+         heap at build is their mean (what several share, a classifier, \
+         shared out).\n"
     );
     println!("| breaker | inline (size_of) | heap at build | total |");
     println!("|---|---:|---:|---:|");

@@ -6,12 +6,12 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
-use crate::breaker::WeakBreaker;
 use crate::fleet::admin::OpenedBy;
 use crate::fleet::idle::LeaseUse;
 use crate::fleet::scripts::{lease_of, Action, ActionKind, Keys, Script, View};
 use crate::fleet::snapshot::{FleetBreaker, Stats};
 use crate::fleet::Settings;
+use crate::seam::{Seam, WeakBreaker};
 use crate::{Breaker, Reason, State, StateChange, Subscription};
 
 /// A write to the fleet that a local change asks for.

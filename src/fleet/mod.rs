@@ -97,7 +97,7 @@ pub use admin::{
 };
 pub use snapshot::{FleetBreaker, FleetSnapshot};
 
-use crate::breaker::WeakBreaker;
+use crate::seam::{Seam, WeakBreaker};
 use crate::{Breaker, ConfigError};
 use agent::{Agent, Control};
 use link::Topology;

@@ -15,6 +15,7 @@ use super::failure::Failure;
 use super::fallback::{LastKnownGood, Served, Unavailable};
 use super::key::{key, push_query_pair};
 use super::{AgentError, Error, Response};
+use crate::seam::Seam;
 use crate::{Breaker, CallError, Verdict};
 
 /// A `ureq` [`Agent`] and the [`Breaker`] in front of it.

@@ -47,6 +47,7 @@ use parking_lot::{Mutex, RwLock};
 pub use audit::{Action, AuditRecord};
 pub use error::RegistryError;
 
+use crate::seam::Seam;
 use crate::trading::WindowEnd;
 use crate::{Breaker, BreakerConfig, Snapshot};
 use audit::Trail;

@@ -46,13 +46,13 @@ impl<T> BreakerBuilder<T> {
     /// Ramps up after recovery (see [`RampUp`]). Default: none, every call
     /// is admitted from the instant the breaker closes.
     pub fn ramp_up(mut self, ramp: impl Into<Option<RampUp>>) -> Self {
-        self.recovery.ramp = ramp.into();
+        self.parts.recovery.ramp = ramp.into();
         self
     }
 
     /// Adds a maintenance window (see [`MaintenanceWindow`]). Default: none.
     pub fn maintenance_window(mut self, window: MaintenanceWindow) -> Self {
-        self.recovery.windows.push(window);
+        self.parts.recovery.windows.push(window);
         self
     }
 
@@ -66,21 +66,21 @@ impl<T> BreakerBuilder<T> {
     /// [`Rejected`]: crate::Rejected
     /// [`State::Closed`]: crate::State::Closed
     pub fn short_circuit_in_maintenance(mut self, yes: bool) -> Self {
-        self.recovery.short_circuit = yes;
+        self.parts.recovery.short_circuit = yes;
         self
     }
 
     /// Adds deadlines the dependency must have recovered by (see
     /// [`Deadlines`]). Default: none.
     pub fn deadlines(mut self, deadlines: Deadlines) -> Self {
-        self.recovery.deadlines.push(deadlines);
+        self.parts.recovery.deadlines.push(deadlines);
         self
     }
 
     /// How long before a deadline the probe must go out, at the latest.
     /// Default: 5 minutes.
     pub fn probe_lead(mut self, lead: Duration) -> Self {
-        self.recovery.lead = lead;
+        self.parts.recovery.lead = lead;
         self
     }
 
@@ -88,8 +88,8 @@ impl<T> BreakerBuilder<T> {
     /// instead of a live call (see [`HealthProbe`]). Default: none, the
     /// first call after the open period is the probe.
     pub fn health_probe(mut self, probe: HealthProbe) -> Self {
-        self.recovery.probe = Some(probe);
-        self.probe_thread = Some(probe::watch);
+        self.parts.recovery.probe = Some(probe);
+        self.parts.probe_thread = Some(probe::watch);
         self
     }
 
@@ -97,7 +97,7 @@ impl<T> BreakerBuilder<T> {
     /// by (see [`WallClock`]). Default: `SystemTime::now`, read once at
     /// `build()`.
     pub fn wall_clock(mut self, clock: WallClock) -> Self {
-        self.recovery.wall_clock = Some(clock);
+        self.parts.recovery.wall_clock = Some(clock);
         self
     }
 }

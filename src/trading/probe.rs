@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 
-use crate::breaker::{ProbeOut, WeakBreaker};
 use crate::recovery::health_probe::{HealthProbe, ProbeFn};
+use crate::seam::{ProbeOut, Seam, WeakBreaker};
 use crate::{Breaker, Verdict};
 
 /// Breakers watched, at most; a breaker built beyond it probes with a live

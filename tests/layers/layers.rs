@@ -5,10 +5,10 @@
 //! file whose item it names through a path of the crate: `crate::…`, `super::…`, `self::…`
 //! or a child module's name, in a `use` or inline in the code. A path through a folder's
 //! re-export (a `pub use` in `trading/mod.rs`) is an arrow to that file and on to the
-//! file that defines the item. `lib.rs` is the public face: a path through its re-exports
-//! (`crate::Breaker`) stops there and is no arrow, and its own declarations and
-//! re-exports are none either. Comments, strings and unit tests (`#[cfg(test)] mod`) are
-//! left out.
+//! file that defines the item; a path through `lib.rs`'s re-exports (`crate::Breaker`) is
+//! an arrow to the file that defines the item (`breaker.rs`), since `lib.rs` itself
+//! imports every file. `lib.rs`'s own declarations and re-exports are no arrow.
+//! Comments, strings and unit tests (`#[cfg(test)] mod`) are left out.
 //!
 //! The core is every file outside a capability's folder ([`CAPABILITIES`]). A capability
 //! is one node for the circle check: a folder's `mod.rs` and its children may import each
@@ -309,8 +309,9 @@ fn resolve(files: &BTreeMap<Module, File>, path: &Module, depth: usize) -> Vec<M
         module.pop();
     }
     let rest = &path[module.len()..];
-    // `lib.rs` is the public face: a path through its re-exports stops there.
-    if depth < 8 && !module.is_empty() {
+    // A re-export, in `lib.rs` or a folder's `mod.rs`, is followed to the file that
+    // defines the item (`lib.rs` itself is no node of an arrow: see `Graph::of_src`).
+    if depth < 8 {
         if let Some(name) = rest.first() {
             let file = &files[&module];
             if let Some(target) = file.uses.get(name) {

@@ -2,3 +2,4 @@
 //! `RUSTFLAGS="--cfg loom"` (`scripts/check` runs it).
 
 mod gate;
+mod delivery;

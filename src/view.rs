@@ -1,0 +1,213 @@
+//! The breaker seen without making a call: whether a call would be
+//! admitted, the state a call would meet, what opened it, the snapshot of
+//! its counters, and the stream of its state changes.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::breaker::Breaker;
+use crate::cause::FailureCause;
+use crate::delivery::Outbox;
+use crate::events::Subscription;
+use crate::gate::Word;
+use crate::snapshot::{rate, Snapshot, StateTimes, Totals};
+use crate::{ConfigError, State};
+
+impl Breaker {
+    /// Whether a call made now would be admitted, without making one: for a
+    /// dashboard, or a scheduler deciding whether to queue work.
+    ///
+    /// Changes nothing: it takes no permit, never uses up a half-open probe,
+    /// never moves an open breaker to half-open and counts no refusal. The
+    /// answer can be stale by the time a call is made; only
+    /// [`try_acquire`](Self::try_acquire) decides. An open breaker whose
+    /// period has elapsed answers `true` (the next call would be a probe).
+    ///
+    /// Costs one atomic load (and a clock read while open, or with a
+    /// short-circuiting maintenance window scheduled); half-open, ramping
+    /// or inside such a window, one lock round trip.
+    pub fn would_permit(&self) -> bool {
+        let now = || self.now();
+        match self.inner.gate.word() {
+            // Unless a short-circuiting maintenance window may have begun.
+            Word::Closed { .. } if self.inner.watch_from.load(Ordering::Relaxed) == u64::MAX => {
+                true
+            }
+            Word::Closed { .. } if now() < self.inner.watch_from.load(Ordering::Relaxed) => true,
+            Word::ForcedOpen { until } if until.is_none_or(|until| now() < until) => false,
+            Word::Open { until } if now() < until => false,
+            _ => {
+                let now = self.now();
+                self.lock().machine.would_admit(now)
+            }
+        }
+    }
+
+    /// What opened the breaker: the last failure recorded before it opened
+    /// on its own, with its message and type name (see [`FailureCause`]),
+    /// while it is open or half-open; `None` while closed, when forced
+    /// open, or when no call that failed showed its error. For a caller
+    /// holding a [`Rejected`](crate::Rejected), which stays a small `Copy` value: one lock
+    /// round trip.
+    pub fn last_failure(&self) -> Option<Arc<FailureCause>> {
+        self.lock().opened_by.clone()
+    }
+
+    /// How many state changes the breaker keeps for
+    /// [`Snapshot::recent_changes`] (`event_log_capacity`).
+    pub fn event_log_capacity(&self) -> usize {
+        self.inner.core.lock().machine.settings().event_log_capacity
+    }
+
+    /// The state a call made now would meet, as [`Snapshot::state`] reads
+    /// it: an open breaker whose period has ended reads `HalfOpen` (the next
+    /// call is the probe), and a half-open one with a probe past its
+    /// deadline reads `Open` (the next call re-opens it).
+    ///
+    /// Closed and forced open: one atomic load. Open: one clock read more.
+    /// Half-open: one lock round trip.
+    pub fn state(&self) -> State {
+        let now = || self.now();
+        match self.inner.gate.word() {
+            Word::Closed { .. } => State::Closed,
+            Word::ForcedOpen { until } if until.is_none_or(|until| now() < until) => {
+                State::ForcedOpen
+            }
+            Word::ForcedOpen { .. } => State::Closed,
+            Word::Open { until } if now() < until => State::Open,
+            Word::Open { .. } => State::HalfOpen,
+            Word::Locked => {
+                let now = self.now();
+                self.lock().machine.state_at(now)
+            }
+        }
+    }
+
+    /// A consistent view of the breaker's counters and state, as a call made
+    /// now would meet it (see [`Snapshot`]).
+    pub fn snapshot(&self) -> Snapshot {
+        let now = self.now();
+        let (v, last, recent, dropped_changes, changed, opened_by) = {
+            let mut core = self.lock();
+            // An override past its expiry ends here if no call ended it.
+            let expired = core.machine.expire(now);
+            let expired = match expired {
+                Some(t) => {
+                    self.publish(&mut core, t);
+                    true
+                }
+                None => false,
+            };
+            core.machine.slide(now);
+            let changed = self.sync_gate(&mut core) || expired;
+            (
+                core.machine.view(now),
+                core.last_change(),
+                Arc::clone(&core.recent),
+                core.dropped_changes(),
+                changed,
+                core.opened_by.clone(),
+            )
+        };
+        if changed {
+            self.inner.dispatch(1);
+        }
+        Snapshot {
+            name: Arc::clone(&self.inner.name),
+            taken_at: self.inner.hot().time.instant(now),
+            state: v.state,
+            consecutive_failures: v.consecutive_failures,
+            window_calls: v.window_calls,
+            window_failures: v.window_failures,
+            window_slow_calls: v.window_slow,
+            failure_rate: rate(v.window_failures, v.window_calls),
+            slow_call_rate: rate(v.window_slow, v.window_calls),
+            retry_after: v.retry_after.map(Duration::from_nanos),
+            open_duration: Duration::from_nanos(v.open_period),
+            trips: v.trips,
+            reopens: v.reopens,
+            probes: v.probes,
+            state_times: StateTimes::from_nanos(v.state_nanos),
+            call_durations: v.call_durations,
+            recent_changes: recent,
+            totals: Totals {
+                calls: v.totals.calls,
+                successes: v.totals.successes,
+                failures: v.totals.failures,
+                ignored: v.totals.ignored,
+                slow: v.totals.slow,
+                short_circuits: self.inner.gate.counts().refusals(),
+            },
+            time_in_state: Duration::from_nanos(v.in_state),
+            probes_in_flight: v.probes_in_flight,
+            consecutive_successes: v.consecutive_successes,
+            // Every admitted permit reports exactly once (a dropped one as a
+            // failure), and `totals.calls` counts every report, those counted
+            // without the lock included once `lock()` has taken them: the
+            // difference is what is out (a success counted between that take
+            // and now still shows as out). A failure made neutral by a
+            // maintenance window reports outside the totals.
+            calls_in_flight: self.inner.hot().counts_admitted.then(|| {
+                self.inner
+                    .gate
+                    .counts()
+                    .admitted()
+                    .saturating_sub(v.totals.calls.saturating_add(v.neutral_failures))
+            }),
+            opened_by,
+            latency_percentile: v.latency_percentile,
+            latency_breaches: v.latency_breaches,
+            last_transition: last,
+            dropped_changes,
+            backoff_step: v.backoff_step,
+            override_remaining: v.override_remaining.map(Duration::from_nanos),
+            flapping: v.flapping,
+            ramp_fraction: v.ramp_fraction,
+            maintenance: v
+                .maintenance_until
+                .map(|end| Duration::from_nanos(end.saturating_sub(now))),
+            neutral_failures: v.neutral_failures,
+        }
+    }
+
+    /// A bounded stream of this breaker's state changes. A subscriber that
+    /// falls more than `capacity` changes behind loses the newer ones
+    /// (counted by [`Subscription::dropped`]); callers never wait for it.
+    /// Dropping the subscription unsubscribes.
+    ///
+    /// The buffer is allocated up front, so `capacity` is limited to
+    /// [`Subscription::MAX_CAPACITY`] (65 536 changes).
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Invalid`] naming `capacity` when it is 0 or above
+    /// [`Subscription::MAX_CAPACITY`].
+    pub fn subscribe(&self, capacity: usize) -> Result<Subscription, ConfigError> {
+        // Refused before the list is made: a breaker whose subscriptions
+        // were all refused keeps an empty cell.
+        crate::events::check_capacity(capacity)?;
+        Ok(self
+            .inner
+            .subscribers
+            .get_or_init(Arc::default)
+            .subscribe(capacity))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_refused_subscription_leaves_the_subscriber_cell_empty() {
+        let b = crate::Breaker::builder("refused-subscription")
+            .call_path(crate::CallPath::ReferenceData)
+            .classifier(crate::Classifier::every_error_is_a_failure())
+            .build()
+            .unwrap();
+        let err = b.subscribe(0).unwrap_err();
+        assert!(err.to_string().contains("capacity"), "{err}");
+        assert!(b.inner.subscribers.get().is_none());
+        let _ok = b.subscribe(1).unwrap();
+        assert!(b.inner.subscribers.get().is_some());
+    }
+}
