@@ -33,6 +33,12 @@
 //!    kill to every agent reading the new master, the probes the processes
 //!    let go during the failover and after it (one per open period
 //!    without a failover), and the longest call, over several failovers.
+//! 6. **Idle cost**: one agent serving 1, 100, 1,000 and 10,000 breakers
+//!    that joined and then sat closed with no calls: over 10 s after the
+//!    first presence period, Redis's commands a second (those its scripts
+//!    run included, as `INFO`'s `total_commands_processed` counts them),
+//!    Redis's CPU time, the process's CPU time, and how often the agent
+//!    and its pub/sub reader woke; each also per breaker.
 //!
 //! Plain timing loops, not Criterion: the figures wanted are paired ratios
 //! and percentiles of single calls and single propagations, which
@@ -41,7 +47,7 @@
 //! Needs `redis-server` and `redis-cli` on the PATH (`scripts/test`
 //! installs them). Run with `cargo bench -p fusebox-benches --bench fleet`;
 //! name sections to run only those (`-- churn failover`: `cost`,
-//! `staleness`, `outage`, `churn`, `failover`).
+//! `staleness`, `outage`, `churn`, `failover`, `idle`).
 
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
@@ -157,6 +163,9 @@ fn main() {
     }
     if run("failover") {
         failover();
+    }
+    if run("idle") {
+        idle(&url);
     }
 }
 
@@ -848,4 +857,141 @@ fn outage(server: &mut RedisServer, url: &str) {
         s.outages,
         s.errors - errors
     );
+}
+
+/// What Redis and this process have used so far.
+#[derive(Clone, Copy)]
+struct Usage {
+    /// Commands Redis has run, its scripts' own included.
+    commands: u64,
+    /// Redis's CPU time (user and system), in seconds.
+    redis_cpu: f64,
+    /// This process's CPU time, in seconds: every thread's time on a CPU
+    /// (`/proc/self/task/*/schedstat`, nanoseconds).
+    process_cpu: f64,
+    /// Context switches of the agent threads and of the pub/sub readers
+    /// (`/proc/self/task/*/status`): how often each kind woke.
+    agent_wakes: u64,
+    reader_wakes: u64,
+    at: Instant,
+}
+
+impl Usage {
+    fn now(redis: &mut redis::Connection) -> Usage {
+        let info: String = redis::cmd("INFO")
+            .arg("stats")
+            .arg("cpu")
+            .query(redis)
+            .expect("INFO");
+        let field = |name: &str| -> f64 {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("INFO has no {name}"))
+        };
+        let mut process_ns = 0u64;
+        let (mut agent_wakes, mut reader_wakes) = (0, 0);
+        for task in std::fs::read_dir("/proc/self/task").expect("/proc") {
+            let path = task.expect("a task").path();
+            let schedstat = std::fs::read_to_string(path.join("schedstat")).unwrap_or_default();
+            process_ns += schedstat
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0);
+            let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+            let wakes = || -> u64 {
+                std::fs::read_to_string(path.join("status"))
+                    .unwrap_or_default()
+                    .lines()
+                    .filter(|l| l.contains("ctxt_switches:"))
+                    .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                    .sum()
+            };
+            match comm.trim() {
+                "fusebox-fleet" => agent_wakes += wakes(),
+                "fusebox-pubsub" => reader_wakes += wakes(),
+                _ => {}
+            }
+        }
+        Usage {
+            commands: field("total_commands_processed") as u64,
+            redis_cpu: field("used_cpu_user") + field("used_cpu_sys"),
+            process_cpu: process_ns as f64 / 1e9,
+            agent_wakes,
+            reader_wakes,
+            at: Instant::now(),
+        }
+    }
+
+    /// A second's worth of what was used since `before`: commands, Redis
+    /// CPU ms, process CPU ms, agent wakes, reader wakes.
+    fn rate_since(&self, before: &Usage) -> [f64; 5] {
+        let secs = self.at.duration_since(before.at).as_secs_f64();
+        [
+            // The INFO of `before` itself is not the fleet's.
+            (self.commands - before.commands).saturating_sub(1) as f64 / secs,
+            (self.redis_cpu - before.redis_cpu) * 1e3 / secs,
+            (self.process_cpu - before.process_cpu) * 1e3 / secs,
+            (self.agent_wakes - before.agent_wakes) as f64 / secs,
+            (self.reader_wakes - before.reader_wakes) as f64 / secs,
+        ]
+    }
+}
+
+/// Breakers an agent serves, idle, per row.
+const IDLE_SIZES: [usize; 4] = [1, 100, 1_000, 10_000];
+
+/// One agent (default settings) serving M closed breakers nobody calls.
+fn idle(url: &str) {
+    const OVER: Duration = Duration::from_secs(10);
+    println!(
+        "\n== idle: one agent (default settings) serving M closed breakers, no calls, over {OVER:?} after the first presence period"
+    );
+    println!(
+        "{:>8} {:>12} {:>10} {:>10} {:>10} {:>10} {:>14} {:>14} {:>14}",
+        "M",
+        "commands/s",
+        "Redis ms/s",
+        "proc ms/s",
+        "agent w/s",
+        "reader w/s",
+        "cmds/breaker/s",
+        "Redis us/b/s",
+        "proc us/b/s"
+    );
+    let mut con = redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .expect("connect");
+    for m in IDLE_SIZES {
+        let _: () = redis::cmd("FLUSHALL").query(&mut con).expect("FLUSHALL");
+        let fleet = Fleet::builder(url)
+            .prefix(format!("idle{m}"))
+            .build()
+            .expect("fleet");
+        let breakers: Vec<Breaker> = (0..m)
+            .map(|i| breaker(&format!("b{i}"), u32::MAX))
+            .collect();
+        for b in &breakers {
+            fleet.join(b).expect("join");
+        }
+        wait_long("every breaker to be read", &|| {
+            fleet.snapshot().reads >= m as u64
+        });
+        // The first presence period (5 s by default) is over.
+        std::thread::sleep(Duration::from_secs(5));
+        let before = Usage::now(&mut con);
+        std::thread::sleep(OVER);
+        let [cmds, redis_ms, proc_ms, agent_w, reader_w] =
+            Usage::now(&mut con).rate_since(&before);
+        let per = m as f64;
+        println!(
+            "{m:>8} {cmds:>12.0} {redis_ms:>10.2} {proc_ms:>10.2} {agent_w:>10.1} {reader_w:>10.1} {:>14.3} {:>14.3} {:>14.3}",
+            cmds / per,
+            redis_ms * 1e3 / per,
+            proc_ms * 1e3 / per
+        );
+        drop(breakers);
+        drop(fleet);
+    }
 }
