@@ -231,6 +231,7 @@ impl Agent {
         if sent.is_empty() {
             return Ok(());
         }
+        Stats::add(&self.stats.round_trips);
         let views: Vec<View> = con.pipeline(pipe)?;
         for ((i, op), view) in sent.iter().zip(&views) {
             let Some(m) = i.map(|i| &mut self.members[i]) else {

@@ -42,6 +42,10 @@ pub struct FleetSnapshot {
     pub messages: u64,
     /// Reads of a breaker's fleet state (refreshes and announced changes).
     pub reads: u64,
+    /// Round trips to Redis the agent has begun: each one pipeline of
+    /// writes, reads and renewals (counted as it is sent, before Redis
+    /// answers).
+    pub round_trips: u64,
     /// Local failures sent to the fleet's recent-failures windows
     /// ([`FleetBuilder::failure_window`]), including those the window did
     /// not count (sent while the fleet was open or under an override).
@@ -99,6 +103,7 @@ pub(crate) struct Stats {
     pub(crate) fenced: AtomicU64,
     pub(crate) messages: AtomicU64,
     pub(crate) reads: AtomicU64,
+    pub(crate) round_trips: AtomicU64,
     pub(crate) failures_published: AtomicU64,
     pub(crate) window_trips: AtomicU64,
     pub(crate) lone_trips: AtomicU64,
@@ -126,6 +131,7 @@ impl Stats {
             fenced: get(&self.fenced),
             messages: get(&self.messages),
             reads: get(&self.reads),
+            round_trips: get(&self.round_trips),
             failures_published: get(&self.failures_published),
             window_trips: get(&self.window_trips),
             lone_trips: get(&self.lone_trips),
