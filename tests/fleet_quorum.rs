@@ -622,6 +622,97 @@ fn after_redis_restarted_empty_a_fleet_of_one_opens_at_its_trip_once_settled() {
     assert_eq!(m[0].fleet.snapshot().lone_trips, 0);
 }
 
+/// A configuration reload: a process's breaker is dropped, a new one of its
+/// name joins and trips at once, before its agent has read the fleet for
+/// it. The agent is held inside a round trip by a slow Redis (`DEBUG
+/// SLEEP`) while that happens, so its next round trip carries both the
+/// join's read and the trip. The trip finds no quorum (two members): the
+/// breaker stays open on its own trip, and the fleet's closed view, read in
+/// the same round trip, does not close it.
+///
+/// The agents read nothing on their own for a minute: the only round trip
+/// is the one the dropped breaker asks for, begun while Redis sleeps.
+#[test]
+fn a_breaker_that_trips_before_its_first_read_stays_open_on_its_own_trip() {
+    let redis = RedisServer::start();
+    let agent = || {
+        quorum_fleet(&redis, "reload")
+            .tick(60 * SEC)
+            .refresh(60 * SEC)
+            .presence(120 * SEC)
+            // Longer than the sleep: the agent waits Redis out, as for a
+            // slow answer, rather than counting an outage (whose
+            // reconnection would read the trip afresh).
+            .timeout(60 * SEC)
+            .build()
+            .unwrap()
+    };
+    let (fa, fb) = (agent(), agent());
+    let (old, _) = vendor();
+    let (other, _) = vendor();
+    fa.join(&old).unwrap();
+    fb.join(&other).unwrap();
+    let mut ops = admin(&redis, "reload");
+    wait_for("both members to be counted", || {
+        connected(&fa) && connected(&fb) && ops.status("vendor").unwrap().members == 2
+    });
+    let (fresh, _clock) = vendor_open(20 * SEC);
+    let changes = fresh.subscribe(16).unwrap();
+
+    let sleeper = {
+        let url = redis.url();
+        std::thread::spawn(move || {
+            let mut con = redis::Client::open(url)
+                .and_then(|c| c.get_connection())
+                .expect("connect to the test redis");
+            redis::cmd("DEBUG")
+                .arg("SLEEP")
+                .arg(SLEEP_S)
+                .query::<()>(&mut con)
+                .expect("DEBUG SLEEP (the server allows DEBUG from loopback)");
+        })
+    };
+    let mut probe = redis_conn(&redis);
+    probe.set_read_timeout(Some(50 * MS)).unwrap();
+    wait_for("Redis to sleep", || {
+        redis::cmd("PING").query::<String>(&mut probe).is_err()
+    });
+    // The dropped breaker wakes the agent, whose round trip (its last
+    // write) now waits for the sleep to end.
+    let begun = fa.snapshot().round_trips;
+    drop(old);
+    wait_for("the agent to begin a round trip", || {
+        fa.snapshot().round_trips > begun
+    });
+    fa.join(&fresh).unwrap();
+    assert!(fail(&fresh).is_err());
+    assert_eq!(fresh.state(), State::Open);
+    assert!(
+        fa.snapshot().round_trips == begun + 1 && !sleeper.is_finished(),
+        "the join and the trip came while the agent waited for Redis"
+    );
+    sleeper.join().unwrap();
+
+    wait_for("the agent to read its trip's answer", || {
+        fa.snapshot().quorum.first().is_some_and(|q| q.alone)
+    });
+    let seen: Vec<_> = std::iter::from_fn(|| changes.try_recv())
+        .map(|c| (c.from, c.to, c.reason == Reason::Fleet))
+        .collect();
+    assert_eq!(
+        seen,
+        [(State::Closed, State::Open, false)],
+        "only its own trip"
+    );
+    assert_eq!(fresh.state(), State::Open, "open on its own trip");
+    let status = ops.status("vendor").unwrap();
+    assert_eq!((status.state, status.tripped), (State::Closed, 1));
+}
+
+/// How long `DEBUG SLEEP` holds Redis, in seconds: long beside the agents'
+/// 20 ms refresh and a loaded machine's scheduling.
+const SLEEP_S: u32 = 2;
+
 #[test]
 fn build_refuses_a_quorum_it_cannot_apply_naming_the_field() {
     let refused = |b: FleetBuilder, field: &str| match b.build() {

@@ -213,9 +213,8 @@ impl Agent {
                 m.judge_again(&b);
             }
             // Asked only of a breaker about to be read.
-            let want = m.ops.contains(&Op::Sync) && m.wants_lease(&b);
-            let mut ops = std::mem::take(&mut m.ops);
-            for mut op in ops.drain(..) {
+            let want = m.read && m.wants_lease(&b);
+            for mut op in m.round() {
                 if matches!(op, Op::Window { .. }) && s.window.is_none() {
                     // Queued only by a fleet with a window.
                     continue;
@@ -226,7 +225,6 @@ impl Agent {
                 pipe.push(command(s, shas, &m.keys, m.name(), &op, want));
                 sent.push((Some(i), op));
             }
-            m.ops = ops;
         }
         if sent.is_empty() {
             return Ok(());
@@ -476,7 +474,7 @@ mod tests {
         for name in names {
             let b = vendor(name);
             let mut m = Member::new(&b, b.subscribe(16).unwrap(), "test", false);
-            m.ops.clear();
+            m.round();
             m.apply(&b, &Op::Sync, &closed, "x", &agent.settings, &agent.stats);
             agent.handle(Control::Join(Box::new(m)));
             held.push(b);
@@ -491,10 +489,9 @@ mod tests {
         for m in &mut agent.members {
             let b = m.breaker().expect("the test holds its breakers");
             m.collect(&b, now, &agent.settings, &agent.stats);
-            if m.ops.contains(&Op::Sync) {
+            if m.round().contains(&Op::Sync) {
                 read.push(m.name().to_owned());
             }
-            m.ops.clear();
         }
         read
     }

@@ -116,8 +116,12 @@ pub(crate) struct Member {
     override_seq: Option<u64>,
     /// When the fleet's view is to be read next.
     next_sync: Instant,
-    /// Writes and reads waiting for the next round trip.
+    /// Writes waiting for the next round trip, in the order the changes
+    /// that ask for them happened.
     pub(crate) ops: Vec<Op>,
+    /// Whether the next round trip reads the fleet's view, after the
+    /// writes (see [`round`](Self::round)).
+    pub(crate) read: bool,
     /// Whether the breaker's failures go to the fleet's window.
     counts_failures: bool,
     /// The breaker's lifetime failures when last written to the window (or
@@ -161,6 +165,7 @@ impl Member {
             override_seq: None,
             next_sync: Instant::now(),
             ops: Vec::new(),
+            read: false,
             counts_failures,
             failures,
             failures_due: Instant::now(),
@@ -249,7 +254,21 @@ impl Member {
                 self.ops.push(trip(b));
             }
         }
-        self.ops.push(Op::Sync);
+        self.read = true;
+    }
+
+    /// What the next round trip sends for this breaker: its writes, then
+    /// its read, if one is due. The read goes last whatever asked for it
+    /// first (a join, a reconnection, an announcement), so that the view
+    /// it answers already holds every write of a change the agent has read:
+    /// a fleet's "closed" never reaches a breaker ahead of the answer to a
+    /// trip it made.
+    pub(crate) fn round(&mut self) -> Vec<Op> {
+        let mut ops = std::mem::take(&mut self.ops);
+        if std::mem::take(&mut self.read) {
+            ops.push(Op::Sync);
+        }
+        ops
     }
 
     /// The channel the breaker's changes arrive on, for the agent to wake on
@@ -287,8 +306,10 @@ impl Member {
             if is_probe(&change) {
                 self.lease_use.probe_taken();
             }
-            if let Some(op) = self.op_for(b, &change) {
-                self.ops.push(op);
+            match self.op_for(b, &change) {
+                Some(Op::Sync) => self.read = true,
+                Some(op) => self.ops.push(op),
+                None => {}
             }
         }
         if self.counts_failures && now >= self.failures_due {
@@ -312,8 +333,8 @@ impl Member {
             // lease, if it is free) now.
             self.next_sync = now;
         }
-        if now >= self.next_sync && !self.ops.contains(&Op::Sync) {
-            self.ops.push(Op::Sync);
+        if now >= self.next_sync {
+            self.read = true;
         }
     }
 
@@ -761,7 +782,7 @@ pub(crate) mod tests {
         let (s, stats) = (settings(), Stats::default());
         let b = vendor("vendor");
         let mut m = Member::new(&b, b.subscribe(16).unwrap(), &s.prefix, false);
-        m.ops.clear();
+        m.round();
         // The local breaker trips while the agent's read is under way: the
         // answer finds a change the agent has not read, and the hold that
         // would let the probe through is refused.
@@ -774,7 +795,7 @@ pub(crate) mod tests {
         // refresh, the fleet again: the lease is still this agent's, and
         // now the breaker lets the probe through.
         m.collect(&b, Instant::now(), &s, &stats);
-        assert!(m.ops.contains(&Op::Sync), "read at once: {:?}", m.ops);
+        assert!(m.read, "read at once");
         m.apply(&b, &Op::Sync, &lease_is_ours(), AGENT, &s, &stats);
         assert!(call(&b, true).is_ok(), "the fleet's probe went through");
         assert_eq!(stats.leases_won.load(Ordering::Relaxed), 1);
@@ -803,7 +824,7 @@ pub(crate) mod tests {
         let (s, stats) = (settings(), Stats::default());
         let b = vendor("vendor");
         let mut m = Member::new(&b, b.subscribe(16).unwrap(), &s.prefix, false);
-        m.ops.clear();
+        m.round();
         assert!(call(&b, false).is_err());
         m.collect(&b, Instant::now(), &s, &stats);
         let trip = m.ops.first().cloned().expect("the trip is written");
@@ -826,11 +847,11 @@ pub(crate) mod tests {
         let (s, stats) = (settings(), Stats::default());
         let b = vendor("vendor");
         let mut m = Member::new(&b, b.subscribe(16).unwrap(), &s.prefix, false);
-        m.ops.clear();
+        m.round();
         assert!(call(&b, false).is_err());
         m.collect(&b, Instant::now(), &s, &stats);
         let trip = m.ops.remove(0);
-        m.ops.clear();
+        m.round();
         m.apply(&b, &trip, &closed(4), AGENT, &s, &stats);
         b.reset("ops", "the host is fixed");
         m.collect(&b, Instant::now(), &s, &stats);
@@ -858,10 +879,10 @@ pub(crate) mod tests {
         let b = vendor("vendor");
         // Room for one change: the probe's two overflow it.
         let mut m = Member::new(&b, b.subscribe(1).unwrap(), &s.prefix, false);
-        m.ops.clear();
+        m.round();
         assert!(call(&b, false).is_err());
         m.collect(&b, Instant::now(), &s, &stats);
-        m.ops.clear();
+        m.round();
         m.apply(&b, &Op::Sync, &lease_is_ours(), AGENT, &s, &stats);
         assert!(call(&b, true).is_ok(), "the fleet's probe went through");
         assert_eq!(b.state(), State::Closed);
