@@ -74,6 +74,7 @@ mod agent;
 mod idle;
 mod link;
 mod member;
+mod presence;
 mod scripts;
 mod snapshot;
 mod tls;
@@ -123,6 +124,11 @@ const CHANGES_CAPACITY: usize = 256;
 /// refreshes if that is longer.
 const DEFAULT_PRESENCE: Duration = Duration::from_secs(5);
 
+/// How often an idle breaker is read at most, to renew its keys' expiries
+/// and count its members again (or every quarter of `idle_expiry`, if that
+/// is shorter).
+const KEEP_ALIVE: Duration = Duration::from_secs(60);
+
 /// How long a breaker's keys outlive the last agent that reads them, by
 /// default ([`FleetBuilder::idle_expiry`]).
 pub(crate) const DEFAULT_IDLE_EXPIRY: Duration = Duration::from_secs(7 * 24 * 60 * 60);
@@ -153,6 +159,12 @@ pub(crate) struct Settings {
     pub(crate) presence: Duration,
     /// How long a breaker's keys outlive the agents' last read.
     pub(crate) idle_expiry: Duration,
+    /// How often an idle breaker is read: its keys' expiries renewed, and
+    /// its members counted again.
+    pub(crate) keep_alive: Duration,
+    /// This agent's own channel: its heartbeats, which prove that its
+    /// pub/sub connection still delivers.
+    pub(crate) heartbeat: String,
     /// How many members' local trips open the fleet.
     pub(crate) quorum: Quorum,
 }
@@ -312,12 +324,7 @@ impl Fleet {
         }
         let changes = breaker.subscribe(CHANGES_CAPACITY)?;
         names.insert(breaker.name().to_owned(), breaker.downgrade());
-        let member = Member::new(
-            breaker,
-            changes,
-            &self.settings.prefix,
-            self.settings.window.is_some(),
-        );
+        let member = Member::new(breaker, changes, &self.settings);
         if let Some(control) = &self.control {
             // The agent only stops when this handle is dropped.
             let _ = control.send(Control::Join(Box::new(member)));
@@ -839,12 +846,15 @@ impl FleetBuilder {
             }),
         };
         let quorum = self.quorum()?;
+        let channel = scripts::channel(&self.prefix);
+        let agent = agent_name();
         let settings = Arc::new(Settings {
             topology,
             redis: self.url,
-            channel: scripts::channel(&self.prefix),
+            heartbeat: format!("{channel}:{agent}"),
+            channel,
             prefix: self.prefix,
-            agent: agent_name(),
+            agent,
             timeout: self.timeout,
             tick: self.tick,
             refresh: self.refresh,
@@ -856,6 +866,7 @@ impl FleetBuilder {
             window,
             presence,
             idle_expiry: self.idle_expiry,
+            keep_alive: KEEP_ALIVE.min(self.idle_expiry / 4),
             quorum,
         });
         let stats = Arc::new(Stats::default());
