@@ -79,16 +79,34 @@ local epoch = tonumber(h[2]) or 0
 local open_until = tonumber(h[3]) or 0
 local step = tonumber(h[4]) or 0
 -- The live members whose local trip still counts: their trip is within
--- the quorum window, and their presence has not ended.
+-- the quorum window, and their presence has not ended. Every member of the
+-- tripped set is also in the members key (one dropped from it, by `prune`
+-- or `LEAVE`, leaves the tripped set too), so this is the trips in the
+-- window less those of members whose presence ended that no script has
+-- dropped yet: a few at most, never a walk over every member tripped.
 local function tripped_now()
-  local n = 0
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[6], now, '+inf')) do
-    local until_ms = tonumber(redis.call('ZSCORE', KEYS[5], m))
+  local n = redis.call('ZCOUNT', KEYS[6], now, '+inf')
+  if n == 0 then
+    return 0
+  end
+  if redis.call('EXISTS', KEYS[5]) == 0 then
+    return 0
+  end
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(' .. now)) do
+    local until_ms = tonumber(redis.call('ZSCORE', KEYS[6], m))
     if until_ms and until_ms >= now then
-      n = n + 1
+      n = n - 1
     end
   end
   return n
+end
+-- Drops the members whose presence ended, and their trips with them.
+local function prune()
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(' .. now)
+  if #gone > 0 then
+    redis.call('ZREM', KEYS[5], unpack(gone))
+    redis.call('ZREM', KEYS[6], unpack(gone))
+  end
 end
 local function view(applied)
   local lease = redis.call('GET', KEYS[2]) or ''
@@ -163,7 +181,7 @@ if state == 'open' then
 end
 local members, tripped = KEYS[5], KEYS[6]
 redis.call('ZADD', members, now + tonumber(ARGV[9]), ARGV[5])
-redis.call('ZREMRANGEBYSCORE', members, '-inf', '(' .. now)
+prune()
 redis.call('PEXPIRE', members, ARGV[11])
 redis.call('ZADD', tripped, now + tonumber(ARGV[8]), ARGV[5])
 redis.call('ZREMRANGEBYSCORE', tripped, '-inf', '(' .. now)
@@ -218,7 +236,7 @@ return view(0)
 const SYNC: &str = r#"
 local members = KEYS[5]
 redis.call('ZADD', members, now + tonumber(ARGV[4]), ARGV[1])
-redis.call('ZREMRANGEBYSCORE', members, '-inf', '(' .. now)
+prune()
 redis.call('PEXPIRE', members, ARGV[5])
 redis.call('HSETNX', KEYS[1], 'state', state)
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
