@@ -226,8 +226,8 @@ fn one_members_trip_among_three_opens_only_its_own_breaker() {
     assert_eq!(leases_issued(&redis, "one-sick"), 0);
 
     // Each agent's snapshot shows the breaker as it last read it: the sick
-    // one at its trip's answer; a healthy one before the trip (a lone trip
-    // is not announced: its next read, at most a keep-alive later, counts
+    // one at its trip's answer; a healthy one before the trip, which was
+    // not announced (its next read, at most a keep-alive later, counts
     // it).
     let seen = |f: &Fleet| f.snapshot().quorum;
     let sick = seen(&m[0].fleet);
@@ -238,7 +238,7 @@ fn one_members_trip_among_three_opens_only_its_own_breaker() {
         (q.members, q.tripped, q.opened_by, q.alone),
         (3, 1, None, true)
     );
-    assert_eq!((healthy.members, healthy.alone), (3, false));
+    assert_eq!((healthy.tripped, healthy.alone), (0, false));
 }
 
 /// The scenario: one member of five whose own calls all fail (its
