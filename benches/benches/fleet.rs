@@ -212,11 +212,10 @@ fn caller_cost(url: &str) {
 /// Breakers joined and dropped.
 const CHURN: usize = 1_000;
 
-/// The agent thread's CPU time (user + system), from
-/// `/proc/self/task/*/stat`: the one thread named `fusebox-fleet` of the
+/// The agent thread's CPU time, from `/proc/self/task/*/schedstat`
+/// (nanoseconds on a CPU): the one thread named `fusebox-fleet` of the
 /// agent `fleet` (the bench runs one agent at a time here).
 fn agent_cpu() -> Duration {
-    let ticks_per_s = 100; // USER_HZ on Linux
     let mut total = 0u64;
     for task in std::fs::read_dir("/proc/self/task").expect("/proc") {
         let path = task.expect("a task").path();
@@ -224,17 +223,14 @@ fn agent_cpu() -> Duration {
         if comm.trim() != "fusebox-fleet" {
             continue;
         }
-        let stat = std::fs::read_to_string(path.join("stat")).unwrap_or_default();
-        // Fields after the command's closing parenthesis; utime and stime
-        // are the 14th and 15th of the whole line.
-        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-        let fields: Vec<u64> = rest
+        let schedstat = std::fs::read_to_string(path.join("schedstat")).unwrap_or_default();
+        total += schedstat
             .split_whitespace()
-            .map(|f| f.parse().unwrap_or(0))
-            .collect();
-        total += fields[11] + fields[12];
+            .next()
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0);
     }
-    Duration::from_millis(total * 1_000 / ticks_per_s)
+    Duration::from_nanos(total)
 }
 
 /// Reads a second and agent CPU milliseconds a second, over `d`.
