@@ -40,7 +40,10 @@ pub struct FleetSnapshot {
     pub fenced: u64,
     /// Announcements received over pub/sub.
     pub messages: u64,
-    /// Reads of a breaker's fleet state (refreshes and announced changes).
+    /// Reads of a breaker's fleet state: at a join or a reconnection, for an
+    /// announced change, at a set time (an open period's or a lease's end,
+    /// an override's expiry), for a keep-alive, and when announcements may
+    /// have been lost.
     pub reads: u64,
     /// Round trips to Redis the agent has begun: each one pipeline of
     /// writes, reads and renewals (counted as it is sent, before Redis
