@@ -33,6 +33,22 @@
 //!    kill to every agent reading the new master, the probes the processes
 //!    let go during the failover and after it (one per open period
 //!    without a failover), and the longest call, over several failovers.
+//! 6. **Idle cost**: one agent serving 1, 100, 1,000 and 10,000 breakers
+//!    that joined and then sat closed with no calls: over a minute (a
+//!    keep-alive period) after the first presence period, Redis's commands a second (those its scripts
+//!    run included, as `INFO`'s `total_commands_processed` counts them),
+//!    Redis's CPU time, the process's CPU time, and how often the agent
+//!    and its pub/sub reader woke; each also per breaker. Then 1,000
+//!    breakers against a Cluster of three masters, per node.
+//! 7. **Capacity**: a large fleet simulated by many agents in a few
+//!    processes (this bench run again as child processes), every agent
+//!    serving the same breakers with the default settings: Redis's
+//!    commands and CPU, and the processes' CPU, idle (a second's worth)
+//!    and through a fleet-wide outage (every breaker trips in every
+//!    process, opens by quorum, and closes after its open period through
+//!    one probe), each also per breaker each agent serves. Sized by
+//!    `FUSEBOX_FLEET_CAPACITY` (`PROCESSESxAGENTSxBREAKERS`, `4x25x100` by
+//!    default).
 //!
 //! Plain timing loops, not Criterion: the figures wanted are paired ratios
 //! and percentiles of single calls and single propagations, which
@@ -41,7 +57,7 @@
 //! Needs `redis-server` and `redis-cli` on the PATH (`scripts/test`
 //! installs them). Run with `cargo bench -p fusebox-benches --bench fleet`;
 //! name sections to run only those (`-- churn failover`: `cost`,
-//! `staleness`, `outage`, `churn`, `failover`).
+//! `staleness`, `outage`, `churn`, `failover`, `idle`, `capacity`).
 
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
@@ -137,6 +153,9 @@ fn err(b: &Breaker) {
 }
 
 fn main() {
+    if let Ok(spec) = std::env::var(CHILD) {
+        return fleet_process(&spec);
+    }
     let only: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with("--"))
@@ -157,6 +176,12 @@ fn main() {
     }
     if run("failover") {
         failover();
+    }
+    if run("idle") {
+        idle(&url);
+    }
+    if run("capacity") {
+        capacity();
     }
 }
 
@@ -187,11 +212,10 @@ fn caller_cost(url: &str) {
 /// Breakers joined and dropped.
 const CHURN: usize = 1_000;
 
-/// The agent thread's CPU time (user + system), from
-/// `/proc/self/task/*/stat`: the one thread named `fusebox-fleet` of the
+/// The agent thread's CPU time, from `/proc/self/task/*/schedstat`
+/// (nanoseconds on a CPU): the one thread named `fusebox-fleet` of the
 /// agent `fleet` (the bench runs one agent at a time here).
 fn agent_cpu() -> Duration {
-    let ticks_per_s = 100; // USER_HZ on Linux
     let mut total = 0u64;
     for task in std::fs::read_dir("/proc/self/task").expect("/proc") {
         let path = task.expect("a task").path();
@@ -199,17 +223,14 @@ fn agent_cpu() -> Duration {
         if comm.trim() != "fusebox-fleet" {
             continue;
         }
-        let stat = std::fs::read_to_string(path.join("stat")).unwrap_or_default();
-        // Fields after the command's closing parenthesis; utime and stime
-        // are the 14th and 15th of the whole line.
-        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-        let fields: Vec<u64> = rest
+        let schedstat = std::fs::read_to_string(path.join("schedstat")).unwrap_or_default();
+        total += schedstat
             .split_whitespace()
-            .map(|f| f.parse().unwrap_or(0))
-            .collect();
-        total += fields[11] + fields[12];
+            .next()
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0);
     }
-    Duration::from_millis(total * 1_000 / ticks_per_s)
+    Duration::from_nanos(total)
 }
 
 /// Reads a second and agent CPU milliseconds a second, over `d`.
@@ -848,4 +869,515 @@ fn outage(server: &mut RedisServer, url: &str) {
         s.outages,
         s.errors - errors
     );
+}
+
+/// The CPU time of the threads of process `pid` (`self` for this one), in
+/// seconds, from `/proc/PID/task/*/schedstat` (nanoseconds on a CPU); and
+/// the context switches of its threads named `fusebox-fleet` and
+/// `fusebox-pubsub` (how often the agents and their readers woke).
+fn threads_of(pid: &str) -> (f64, u64, u64) {
+    let (mut ns, mut agent, mut reader) = (0u64, 0u64, 0u64);
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return (0.0, 0, 0);
+    };
+    for task in tasks.flatten() {
+        let path = task.path();
+        let schedstat = std::fs::read_to_string(path.join("schedstat")).unwrap_or_default();
+        ns += schedstat
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0);
+        let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        let wakes = || -> u64 {
+            std::fs::read_to_string(path.join("status"))
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum()
+        };
+        match comm.trim() {
+            "fusebox-fleet" => agent += wakes(),
+            "fusebox-pubsub" => reader += wakes(),
+            _ => {}
+        }
+    }
+    (ns as f64 / 1e9, agent, reader)
+}
+
+/// What the Redis servers and the fleet's processes have used so far.
+#[derive(Clone)]
+struct Usage {
+    /// Per server: commands run (its scripts' own included, as `INFO`'s
+    /// `total_commands_processed` counts them), and CPU seconds (user and
+    /// system).
+    servers: Vec<(u64, f64)>,
+    /// CPU seconds of this process and of the child processes.
+    processes: f64,
+    /// Context switches of the agent threads, and of the pub/sub readers.
+    agent_wakes: u64,
+    reader_wakes: u64,
+    at: Instant,
+}
+
+/// A second's worth of [`Usage`].
+struct Rates {
+    /// Per server: commands and CPU milliseconds.
+    servers: Vec<(f64, f64)>,
+    /// The processes' CPU milliseconds.
+    processes: f64,
+    agent_wakes: f64,
+    reader_wakes: f64,
+}
+
+impl Rates {
+    fn commands(&self) -> f64 {
+        self.servers.iter().map(|s| s.0).sum()
+    }
+
+    fn redis_ms(&self) -> f64 {
+        self.servers.iter().map(|s| s.1).sum()
+    }
+}
+
+impl Usage {
+    /// Now, on `servers`, in this process and in `children`.
+    fn now(servers: &mut [redis::Connection], children: &[u32]) -> Usage {
+        let servers = servers
+            .iter_mut()
+            .map(|con| {
+                let info: String = redis::cmd("INFO")
+                    .arg("stats")
+                    .arg("cpu")
+                    .query(con)
+                    .expect("INFO");
+                let field = |name: &str| -> f64 {
+                    info.lines()
+                        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                        .and_then(|v| v.trim().parse().ok())
+                        .unwrap_or_else(|| panic!("INFO has no {name}"))
+                };
+                (
+                    field("total_commands_processed") as u64,
+                    field("used_cpu_user") + field("used_cpu_sys"),
+                )
+            })
+            .collect();
+        let (mut processes, mut agent_wakes, mut reader_wakes) = threads_of("self");
+        for pid in children {
+            let (cpu, a, r) = threads_of(&pid.to_string());
+            processes += cpu;
+            agent_wakes += a;
+            reader_wakes += r;
+        }
+        Usage {
+            servers,
+            processes,
+            agent_wakes,
+            reader_wakes,
+            at: Instant::now(),
+        }
+    }
+
+    /// A second's worth of what was used since `before`.
+    fn rate_since(&self, before: &Usage) -> Rates {
+        let secs = self.at.duration_since(before.at).as_secs_f64();
+        Rates {
+            servers: self
+                .servers
+                .iter()
+                .zip(&before.servers)
+                .map(|(now, then)| {
+                    (
+                        // The INFO of `before` itself is not the fleet's.
+                        (now.0 - then.0).saturating_sub(1) as f64 / secs,
+                        (now.1 - then.1) * 1e3 / secs,
+                    )
+                })
+                .collect(),
+            processes: (self.processes - before.processes) * 1e3 / secs,
+            agent_wakes: (self.agent_wakes - before.agent_wakes) as f64 / secs,
+            reader_wakes: (self.reader_wakes - before.reader_wakes) as f64 / secs,
+        }
+    }
+}
+
+/// How long idle costs are measured: a whole keep-alive period (a minute),
+/// in which every breaker is read once besides its presence renewals.
+const IDLE_OVER: Duration = Duration::from_secs(60);
+
+/// Breakers an agent serves, idle, per row (0: Redis alone, no agent).
+const IDLE_SIZES: [usize; 5] = [0, 1, 100, 1_000, 10_000];
+
+/// One agent (default settings but the prefix) serving `m` closed breakers
+/// nobody calls, over `over` after the first presence period: what it cost.
+fn idle_row(
+    fleet: impl Fn() -> Fleet,
+    m: usize,
+    servers: &mut [redis::Connection],
+    over: Duration,
+) -> Rates {
+    let fleet = (m > 0).then(fleet);
+    let breakers: Vec<Breaker> = (0..m)
+        .map(|i| breaker(&format!("b{i}"), u32::MAX))
+        .collect();
+    if let Some(fleet) = &fleet {
+        for b in &breakers {
+            fleet.join(b).expect("join");
+        }
+        wait_long("every breaker to be read", &|| {
+            fleet.snapshot().reads >= m as u64
+        });
+    }
+    // The first presence period (5 s by default) is over.
+    std::thread::sleep(Duration::from_secs(5));
+    let before = Usage::now(servers, &[]);
+    std::thread::sleep(over);
+    Usage::now(servers, &[]).rate_since(&before)
+}
+
+/// One agent serving M closed breakers nobody calls, against one server,
+/// then 1,000 against a Cluster of three masters.
+fn idle(url: &str) {
+    const OVER: Duration = IDLE_OVER;
+    println!(
+        "\n== idle: one agent (default settings) serving M closed breakers, no calls, over {OVER:?} after the first presence period"
+    );
+    let header = || {
+        println!(
+            "{:>8} {:>12} {:>10} {:>10} {:>10} {:>10} {:>14} {:>14} {:>14}",
+            "M",
+            "commands/s",
+            "Redis ms/s",
+            "proc ms/s",
+            "agent w/s",
+            "reader w/s",
+            "cmds/breaker/s",
+            "Redis us/b/s",
+            "proc us/b/s"
+        );
+    };
+    let row = |label: &str, m: usize, r: &Rates| {
+        let per = m.max(1) as f64;
+        println!(
+            "{label:>8} {:>12.0} {:>10.2} {:>10.2} {:>10.1} {:>10.1} {:>14.3} {:>14.3} {:>14.3}",
+            r.commands(),
+            r.redis_ms(),
+            r.processes,
+            r.agent_wakes,
+            r.reader_wakes,
+            r.commands() / per,
+            r.redis_ms() * 1e3 / per,
+            r.processes * 1e3 / per
+        );
+    };
+    header();
+    let mut con = vec![redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .expect("connect")];
+    for m in IDLE_SIZES {
+        let _: () = redis::cmd("FLUSHALL").query(&mut con[0]).expect("FLUSHALL");
+        let prefix = format!("idle{m}");
+        let r = idle_row(
+            || Fleet::builder(url).prefix(&prefix).build().expect("fleet"),
+            m,
+            &mut con,
+            OVER,
+        );
+        row(&m.to_string(), m, &r);
+    }
+
+    const CLUSTERED: usize = 1_000;
+    println!("\n== idle: no agent, then one agent serving {CLUSTERED} closed breakers, on a Cluster of three masters (a replica each), per node");
+    let cluster = RedisCluster::start();
+    let mut nodes: Vec<redis::Connection> = cluster
+        .urls()
+        .iter()
+        .map(|u| {
+            redis::Client::open(u.as_str())
+                .and_then(|c| c.get_connection())
+                .expect("connect to a node")
+        })
+        .collect();
+    header();
+    for m in [0, CLUSTERED] {
+        let r = idle_row(
+            || {
+                Fleet::cluster_builder(cluster.urls())
+                    .prefix("idlec")
+                    .build()
+                    .expect("fleet")
+            },
+            m,
+            &mut nodes,
+            OVER,
+        );
+        row(&format!("cluster {m}"), m, &r);
+        for (url, (cmds, ms)) in cluster.urls().iter().zip(&r.servers) {
+            println!("    node {url}: {cmds:>8.0} commands/s {ms:>8.2} ms/s");
+        }
+    }
+}
+
+/// Set in a child process of the capacity section: its Redis URL, agents
+/// and breakers.
+const CHILD: &str = "FUSEBOX_FLEET_BENCH_CHILD";
+
+/// The capacity section's size.
+const CAPACITY: &str = "FUSEBOX_FLEET_CAPACITY";
+
+/// A breaker of the capacity section: trips on one failure and stays open
+/// 2 s of the real clock, every time.
+fn vendor_breaker(name: &str) -> Breaker {
+    Breaker::builder(name)
+        .call_path(CallPath::ReferenceData)
+        .classifier(Classifier::every_error_is_a_failure())
+        .consecutive_failure_threshold(1)
+        .failure_rate_threshold(None)
+        .open_duration(Duration::from_secs(2))
+        .max_open_duration(Duration::from_secs(2))
+        .jitter(0.0)
+        .build()
+        .expect("valid config")
+}
+
+/// A child process of the capacity section (`spec`: `URL AGENTS
+/// BREAKERS`): its agents, each serving the same breakers, driven by lines
+/// on stdin (`down`, `up`, `report`, `quit`), and answering on stdout:
+/// `ready` once every agent has read every breaker, `open` once every
+/// breaker is open after `down`, `closed` once every one is closed after
+/// `up`, and a `report` line of its agents' counters.
+fn fleet_process(spec: &str) {
+    use std::io::{BufRead, Write};
+    let mut parts = spec.split(' ');
+    let url = parts.next().expect("a URL").to_owned();
+    let agents: usize = parts.next().and_then(|a| a.parse().ok()).expect("agents");
+    let count: usize = parts.next().and_then(|b| b.parse().ok()).expect("breakers");
+    let fleets: Vec<Fleet> = (0..agents)
+        .map(|_| Fleet::builder(&url).prefix("cap").build().expect("fleet"))
+        .collect();
+    let breakers: Arc<Vec<Breaker>> = Arc::new(
+        fleets
+            .iter()
+            .flat_map(|f| {
+                (0..count).map(move |i| {
+                    let b = vendor_breaker(&format!("v{i}"));
+                    f.join(&b).expect("join");
+                    b
+                })
+            })
+            .collect(),
+    );
+    wait_long("every agent to read every breaker", &|| {
+        fleets.iter().all(|f| f.snapshot().reads >= count as u64)
+    });
+    let say = |line: &str| {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{line}").expect("stdout");
+        out.flush().expect("stdout");
+    };
+    say("ready");
+    let up = Arc::new(AtomicBool::new(true));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut caller = None;
+    for line in std::io::stdin().lock().lines() {
+        match line.expect("stdin").as_str() {
+            "down" => {
+                up.store(false, Ordering::Relaxed);
+                // Every breaker is called every 100 ms from now on: each
+                // trips at its first call, and the lease holder's probes.
+                let (b, up, stop) = (Arc::clone(&breakers), Arc::clone(&up), Arc::clone(&stop));
+                caller = Some(std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        for b in b.iter() {
+                            let ok = up.load(Ordering::Relaxed);
+                            let _ = b.call(|| {
+                                if ok {
+                                    Ok(())
+                                } else {
+                                    Err(io::Error::other("down"))
+                                }
+                            });
+                        }
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                }));
+                wait_long("every breaker to open", &|| {
+                    breakers.iter().all(|b| b.state() != State::Closed)
+                });
+                say("open");
+            }
+            "up" => {
+                up.store(true, Ordering::Relaxed);
+                wait_long("every breaker to close", &|| {
+                    breakers.iter().all(|b| b.state() == State::Closed)
+                });
+                say("closed");
+            }
+            "report" => {
+                let sum = |f: fn(&fusebox::fleet::FleetSnapshot) -> u64| -> u64 {
+                    fleets.iter().map(|x| f(&x.snapshot())).sum()
+                };
+                say(&format!(
+                    "report outages {} catch_ups {} leases {} reads {} round_trips {} lone_trips {}",
+                    sum(|s| s.outages),
+                    sum(|s| s.catch_ups),
+                    sum(|s| s.leases_won),
+                    sum(|s| s.reads),
+                    sum(|s| s.round_trips),
+                    sum(|s| s.lone_trips),
+                ));
+            }
+            _ => break,
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    if let Some(caller) = caller {
+        caller.join().expect("caller");
+    }
+}
+
+/// The child processes of the capacity section, and their answers.
+struct Children {
+    procs: Vec<std::process::Child>,
+    lines: std::sync::mpsc::Receiver<(usize, String)>,
+}
+
+impl Children {
+    fn start(url: &str, processes: usize, agents: usize, breakers: usize) -> Children {
+        use std::io::BufRead;
+        let exe = std::env::current_exe().expect("this bench");
+        let (tx, lines) = std::sync::mpsc::channel();
+        let procs = (0..processes)
+            .map(|i| {
+                let mut child = std::process::Command::new(&exe)
+                    .env(CHILD, format!("{url} {agents} {breakers}"))
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("a child process");
+                let out = child.stdout.take().expect("its stdout");
+                let tx = tx.clone();
+                std::thread::spawn(move || {
+                    for line in std::io::BufReader::new(out).lines() {
+                        let Ok(line) = line else { return };
+                        if tx.send((i, line)).is_err() {
+                            return;
+                        }
+                    }
+                });
+                child
+            })
+            .collect();
+        Children { procs, lines }
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        self.procs.iter().map(std::process::Child::id).collect()
+    }
+
+    /// Sends `line` to every child.
+    fn tell(&mut self, line: &str) {
+        use std::io::Write;
+        for c in &mut self.procs {
+            let stdin = c.stdin.as_mut().expect("its stdin");
+            writeln!(stdin, "{line}").expect("tell a child");
+            stdin.flush().expect("tell a child");
+        }
+    }
+
+    /// Waits (five minutes at most) for every child to answer a line that
+    /// starts with `word`; the lines.
+    fn answers(&self, word: &str) -> Vec<String> {
+        let mut got = vec![None; self.procs.len()];
+        let deadline = Instant::now() + Duration::from_secs(300);
+        while got.iter().any(Option::is_none) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let (i, line) = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("every child to say {word}"));
+            if line.starts_with(word) {
+                got[i] = Some(line);
+            }
+        }
+        got.into_iter().flatten().collect()
+    }
+}
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        self.tell("quit");
+        for c in &mut self.procs {
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Many agents in a few processes sharing the same breakers: idle, and
+/// through a fleet-wide outage.
+fn capacity() {
+    let size = std::env::var(CAPACITY).unwrap_or_else(|_| "4x25x100".into());
+    let dims: Vec<usize> = size.split('x').filter_map(|n| n.parse().ok()).collect();
+    let [processes, agents, breakers] = dims[..] else {
+        panic!("{CAPACITY} is PROCESSESxAGENTSxBREAKERS, not {size}");
+    };
+    let memberships = (processes * agents * breakers) as f64;
+    println!(
+        "\n== capacity: {processes} processes x {agents} agents, each agent serving the same {breakers} breakers ({memberships} memberships), default settings"
+    );
+    let (_server, url) = redis();
+    let mut con = vec![redis::Client::open(url.as_str())
+        .and_then(|c| c.get_connection())
+        .expect("connect")];
+    let mut children = Children::start(&url, processes, agents, breakers);
+    let pids = children.pids();
+    children.answers("ready");
+    // The first presence period is over.
+    std::thread::sleep(Duration::from_secs(5));
+    const OVER: Duration = IDLE_OVER;
+    let before = Usage::now(&mut con, &pids);
+    std::thread::sleep(OVER);
+    let r = Usage::now(&mut con, &pids).rate_since(&before);
+    println!(
+        "idle, over {OVER:?}: Redis {:.0} commands/s, {:.2} ms/s of CPU; the processes {:.2} ms/s; per membership: {:.3} commands/s, {:.3} us/s of Redis CPU, {:.3} us/s of process CPU",
+        r.commands(),
+        r.redis_ms(),
+        r.processes,
+        r.commands() / memberships,
+        r.redis_ms() * 1e3 / memberships,
+        r.processes * 1e3 / memberships
+    );
+
+    let before = Usage::now(&mut con, &pids);
+    children.tell("down");
+    children.answers("open");
+    let opened = Usage::now(&mut con, &pids);
+    children.tell("up");
+    children.answers("closed");
+    let after = Usage::now(&mut con, &pids);
+    for (what, from, to) in [
+        ("trips, until every breaker is open", &before, &opened),
+        ("open period, probe and close", &opened, &after),
+        ("the whole outage", &before, &after),
+    ] {
+        let secs = to.at.duration_since(from.at).as_secs_f64();
+        let r = to.rate_since(from);
+        let (commands, redis_s, procs_s) = (
+            r.commands() * secs,
+            r.redis_ms() * secs / 1e3,
+            r.processes * secs / 1e3,
+        );
+        println!(
+            "outage, {what}: {secs:.2} s; Redis {commands:.0} commands, {redis_s:.3} s of CPU ({:.0}% of a core); the processes {procs_s:.3} s; per membership: {:.2} commands, {:.1} us of Redis CPU",
+            redis_s / secs * 100.0,
+            commands / memberships,
+            redis_s * 1e6 / memberships
+        );
+    }
+    children.tell("report");
+    for line in children.answers("report") {
+        println!("  agents of one process: {line}");
+    }
 }

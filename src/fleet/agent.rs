@@ -3,12 +3,17 @@
 //!
 //! Each tick it turns the breakers' local changes (read from their
 //! subscriptions) into script calls, adds a read for each breaker whose
-//! refresh is due or whose change was announced, sends them all in one
-//! pipeline, and applies the answers to the local breakers. Between ticks
-//! it waits for at most one tick, and wakes at once when a breaker joins,
+//! change was announced or whose read is due at a set time (an open
+//! period's or a lease's end), sends them all in one pipeline, and applies
+//! the answers to the local breakers. It wakes at once when a breaker joins,
 //! when a joined breaker changes state (its subscription receives the
 //! change), or when an announcement arrives (forwarded by the session's
-//! pub/sub reader thread, [`listener`]).
+//! pub/sub reader thread, [`listener`]); otherwise it sleeps until the
+//! next thing due, and at least every `refresh` it sweeps: it publishes a
+//! heartbeat on its own channel, reads every breaker if the last one did
+//! not come back, and renews the presence of the breakers whose renewal is
+//! due. So an idle agent costs a round trip per sweep and a renewal per
+//! breaker every quarter of `presence`, whatever else it serves.
 
 mod listener;
 
@@ -18,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Select, TryRecvError};
-use redis::{RedisError, RedisResult};
+use redis::{FromRedisValue, RedisError, RedisResult, Value};
 
 use crate::fleet::link::Link;
 use crate::fleet::member::{Held, Member, Op};
@@ -26,7 +31,7 @@ use crate::fleet::scripts::{Keys, View};
 use crate::fleet::snapshot::Stats;
 use crate::fleet::url::RedisUrl;
 use crate::fleet::{FailureWindow, Settings};
-use listener::Listener;
+use listener::{Beat, Listener};
 
 /// What the handle sends the agent.
 #[derive(Debug)]
@@ -117,14 +122,16 @@ impl Agent {
         let shas = con.load_scripts()?;
         let mut sub = s.topology.pubsub(&con, s.timeout)?;
         // SUBSCRIBE as a command, so that a refusal (an ACL user without
-        // the channel, `NOPERM`) is an error here: `PubSub::subscribe`
+        // the channels, `NOPERM`) is an error here: `PubSub::subscribe`
         // ignores the server's answer, and the agent would run without
-        // announcements.
+        // announcements. The second channel's confirmation is left for the
+        // reader, which skips it.
         redis::cmd("SUBSCRIBE")
             .arg(&s.channel)
-            .query::<redis::Value>(&mut sub)?;
+            .arg(&s.heartbeat)
+            .query::<Value>(&mut sub)?;
         // Stopped and joined when this session ends, however it ends.
-        let mut listener = Listener::start(sub, Arc::clone(&self.stats))?;
+        let mut listener = Listener::start(sub, &s.heartbeat, Arc::clone(&self.stats))?;
 
         self.drop_gone();
         self.unsettled_until = Instant::now() + s.presence;
@@ -133,11 +140,25 @@ impl Agent {
                 m.resync(&b);
             }
         }
+        let mut next_sweep = Instant::now();
         loop {
             if !self.take_control() {
                 return Ok(());
             }
-            self.tick(&mut con, &shas)?;
+            let now = Instant::now();
+            let sweep = now >= next_sweep;
+            if sweep {
+                match listener.check(now, s.timeout) {
+                    Beat::Back => {}
+                    Beat::Late => self.catch_up(),
+                    Beat::Dead => return Err(no_heartbeat()),
+                }
+            }
+            let beat = sweep.then(|| {
+                next_sweep = now + s.refresh;
+                listener.beat(now)
+            });
+            self.tick(&mut con, &shas, now, beat)?;
             if !*established {
                 // Redis is back once it has answered a whole tick (the
                 // first reads every breaker and writes its own trips): a
@@ -153,8 +174,19 @@ impl Agent {
                     );
                 }
             }
-            self.wait(&mut listener, Instant::now() + s.tick)?;
+            let due = self.members.iter().filter_map(|m| m.due(s)).min();
+            // Timed work gathers into one round trip a tick at most: a
+            // thousand open periods that end within a tick cost one wake.
+            let deadline = due.map_or(next_sweep, |d| d.max(now + s.tick).min(next_sweep));
+            self.wait(&mut listener, deadline)?;
         }
+    }
+
+    /// Announcements may have been lost: every breaker is read at the next
+    /// tick.
+    fn catch_up(&mut self) {
+        Stats::add(&self.stats.catch_ups);
+        self.members.iter_mut().for_each(Member::sync_now);
     }
 
     /// Waits until `deadline`, or less: until a breaker joins or the handle
@@ -185,16 +217,24 @@ impl Agent {
             }
         })?;
         if listener.lost() {
-            self.members.iter_mut().for_each(Member::sync_now);
+            self.catch_up();
         }
         Ok(())
     }
 
     /// One round trip: the last writes of breakers that left, then every
-    /// breaker's writes and due reads, pipelined.
-    fn tick(&mut self, con: &mut Link, shas: &[String]) -> RedisResult<()> {
+    /// breaker's writes and due reads, pipelined; at a sweep (with its
+    /// heartbeat's number, `beat`), the presence renewals and keep-alive
+    /// reads that are due too, and the heartbeat last.
+    fn tick(
+        &mut self,
+        con: &mut Link,
+        shas: &[String],
+        now: Instant,
+        beat: Option<u64>,
+    ) -> RedisResult<()> {
+        let sweep = beat.is_some();
         self.drop_gone();
-        let now = Instant::now();
         let s = &self.settings;
         // Any member's trip opens a fleet whose quorum is one member and
         // no share: the count of members does not matter to it.
@@ -212,10 +252,12 @@ impl Agent {
             if settled {
                 m.judge_again(&b);
             }
+            if sweep {
+                m.sweep(now, s);
+            }
             // Asked only of a breaker about to be read.
-            let want = m.ops.contains(&Op::Sync) && m.wants_lease(&b);
-            let mut ops = std::mem::take(&mut m.ops);
-            for mut op in ops.drain(..) {
+            let want = m.read && m.wants_lease(&b);
+            for mut op in m.round() {
                 if matches!(op, Op::Window { .. }) && s.window.is_none() {
                     // Queued only by a fleet with a window.
                     continue;
@@ -226,18 +268,58 @@ impl Agent {
                 pipe.push(command(s, shas, &m.keys, m.name(), &op, want));
                 sent.push((Some(i), op));
             }
-            m.ops = ops;
         }
-        if sent.is_empty() {
+        let heartbeat = beat.map(|n| {
+            let mut cmd = redis::cmd("PUBLISH");
+            cmd.arg(&s.heartbeat).arg(n);
+            cmd
+        });
+        if sent.is_empty() && heartbeat.is_none() {
             return Ok(());
         }
-        let views: Vec<View> = con.pipeline(pipe)?;
-        for ((i, op), view) in sent.iter().zip(&views) {
+        // A cluster pipeline takes no PUBLISH: the heartbeat goes alone, to
+        // any node (a publication reaches every node).
+        let alone = match heartbeat {
+            Some(cmd) if con.is_cluster() => Some(cmd),
+            Some(cmd) => {
+                pipe.push(cmd);
+                None
+            }
+            None => None,
+        };
+        if !pipe.is_empty() {
+            Stats::add(&self.stats.round_trips);
+            let mut answers: Vec<Value> = con.pipeline(pipe)?;
+            // The heartbeat's answer, if it was sent, is the last one.
+            answers.truncate(sent.len());
+            self.answer(&sent, answers, now)?;
+        }
+        if let Some(cmd) = alone {
+            Stats::add(&self.stats.round_trips);
+            con.query::<Value>(&cmd)?;
+        }
+        Ok(())
+    }
+
+    /// Applies the `answers` to what was `sent` at `now`, in order.
+    fn answer(
+        &mut self,
+        sent: &[(Option<usize>, Op)],
+        answers: Vec<Value>,
+        now: Instant,
+    ) -> RedisResult<()> {
+        let s = &self.settings;
+        for ((i, op), answer) in sent.iter().zip(answers) {
             let Some(m) = i.map(|i| &mut self.members[i]) else {
                 continue;
             };
+            if let Op::Renew { .. } = op {
+                m.renewal(i64::from_redis_value(answer)? == 1, now);
+                continue;
+            }
+            let view = View::from_redis_value(answer)?;
             if let Some(b) = m.breaker() {
-                m.apply(&b, op, view, &s.agent, s, &self.stats);
+                m.apply(&b, op, &view, &s.agent, s, &self.stats);
             }
         }
         Ok(())
@@ -305,30 +387,27 @@ impl Agent {
         }
     }
 
-    /// Waits `wait` without Redis, taking in breakers and dropping the
+    /// Waits `wait` without Redis, taking in breakers, then drops the
     /// changes there is nobody to tell (the next session reads each
     /// breaker afresh). False once the handle is gone.
     fn idle(&mut self, wait: Duration) -> bool {
         let deadline = Instant::now() + wait;
         loop {
-            self.drop_gone();
-            // Nobody to tell: their presence ends by itself.
-            self.leaving.clear();
-            for m in &mut self.members {
-                if let Some(b) = m.breaker() {
-                    m.forget_changes(&b);
-                }
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return true;
-            }
-            match self.control.recv_timeout(left.min(self.settings.tick)) {
+            match self.control.recv_deadline(deadline) {
                 Ok(c) => self.handle(c),
-                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Timeout) => break,
                 Err(RecvTimeoutError::Disconnected) => return false,
             }
         }
+        self.drop_gone();
+        // Nobody to tell: their presence ends by itself.
+        self.leaving.clear();
+        for m in &mut self.members {
+            if let Some(b) = m.breaker() {
+                m.forget_changes(&b);
+            }
+        }
+        true
     }
 }
 
@@ -342,7 +421,18 @@ fn command(
     op: &Op,
     want: bool,
 ) -> redis::Cmd {
-    let mut cmd = keys.eval("EVALSHA", &shas[op.script() as usize]);
+    let Some(script) = op.script() else {
+        let mut cmd = redis::cmd("ZADD");
+        if let Op::Renew { score } = op {
+            cmd.arg(&keys.members)
+                .arg("XX")
+                .arg("CH")
+                .arg(score)
+                .arg(&s.agent);
+        }
+        return cmd;
+    };
+    let mut cmd = keys.eval("EVALSHA", &shas[script as usize]);
     match op {
         Op::Trip {
             open_ms,
@@ -359,7 +449,8 @@ fn command(
                 .arg(q.ratio_ppm)
                 .arg(q.window_ms)
                 .arg(s.presence.as_millis() as u64)
-                .arg(u8::from(*judge));
+                .arg(u8::from(*judge))
+                .arg(s.idle_expiry.as_millis() as u64);
         }
         Op::Recover => {
             cmd.arg(&s.agent);
@@ -388,6 +479,7 @@ fn command(
                 .arg(s.presence.as_millis() as u64)
                 .arg(s.idle_expiry.as_millis() as u64);
         }
+        Op::Renew { .. } => {}
         Op::Window { failures, open_ms } => {
             if let Some(w) = &s.window {
                 cmd.arg(failures)
@@ -401,6 +493,14 @@ fn command(
         }
     }
     cmd
+}
+
+/// The pub/sub connection delivered no heartbeat for the agent's timeout:
+/// the session ends, as for a connection that failed.
+fn no_heartbeat() -> RedisError {
+    RedisError::from(std::io::Error::other(
+        "no heartbeat came back over the pub/sub connection within the timeout",
+    ))
 }
 
 /// The longest error text a log line carries (a pipeline's error lists
@@ -474,8 +574,8 @@ mod tests {
         let mut held = Vec::new();
         for name in names {
             let b = vendor(name);
-            let mut m = Member::new(&b, b.subscribe(16).unwrap(), "test", false);
-            m.ops.clear();
+            let mut m = Member::new(&b, b.subscribe(16).unwrap(), &agent.settings);
+            m.round();
             m.apply(&b, &Op::Sync, &closed, "x", &agent.settings, &agent.stats);
             agent.handle(Control::Join(Box::new(m)));
             held.push(b);
@@ -490,10 +590,9 @@ mod tests {
         for m in &mut agent.members {
             let b = m.breaker().expect("the test holds its breakers");
             m.collect(&b, now, &agent.settings, &agent.stats);
-            if m.ops.contains(&Op::Sync) {
+            if m.round().contains(&Op::Sync) {
                 read.push(m.name().to_owned());
             }
-            m.ops.clear();
         }
         read
     }

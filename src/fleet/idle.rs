@@ -59,6 +59,15 @@ impl LeaseUse {
         (now.saturating_duration_since(*since) >= idle).then_some(token.as_str())
     }
 
+    /// When the lease the breaker is let probe under is to be given back,
+    /// if it takes no probe before: `idle` after the breaker was let probe.
+    pub(crate) fn idle_at(&self, idle: Duration) -> Option<Instant> {
+        match &self.released {
+            Some((_, since)) if !self.probed => Some(*since + idle),
+            _ => None,
+        }
+    }
+
     /// The lease of open period `epoch` is being given back, when the
     /// breaker had refused `refusals` calls in its life.
     pub(crate) fn give_back(&mut self, epoch: i64, refusals: u64) {

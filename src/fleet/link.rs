@@ -110,6 +110,12 @@ impl Link {
         }
     }
 
+    /// Whether this is a cluster connection (whose pipelines take only
+    /// commands with keys).
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self, Link::Cluster(_))
+    }
+
     /// One command.
     pub(crate) fn query<T: FromRedisValue>(&mut self, cmd: &Cmd) -> RedisResult<T> {
         match self {

@@ -8,6 +8,7 @@ use crossbeam_channel::Receiver;
 
 use crate::fleet::admin::OpenedBy;
 use crate::fleet::idle::LeaseUse;
+use crate::fleet::presence::{Due, Presence};
 use crate::fleet::scripts::{lease_of, Action, ActionKind, Keys, Script, View};
 use crate::fleet::snapshot::{FleetBreaker, Stats};
 use crate::fleet::Settings;
@@ -47,11 +48,16 @@ pub(crate) enum Op {
     /// The local breaker, tripped alone, closed again on its own: its
     /// trip no longer counts towards the fleet's quorum.
     Recover,
+    /// Renew this agent's presence among the breaker's members, until
+    /// `score` (server milliseconds), if it is still there: a plain
+    /// command, not a script (see [`presence`](crate::fleet::presence)).
+    Renew { score: i64 },
 }
 
 impl Op {
-    pub(crate) fn script(&self) -> Script {
-        match self {
+    /// The script that does it; none for a renewal.
+    pub(crate) fn script(&self) -> Option<Script> {
+        Some(match self {
             Op::Trip { .. } => Script::Trip,
             Op::Reopen { .. } => Script::Reopen,
             Op::Close { .. } => Script::Close,
@@ -60,13 +66,17 @@ impl Op {
             Op::Return { .. } => Script::Return,
             Op::Leave { .. } => Script::Leave,
             Op::Recover => Script::Recover,
-        }
+            Op::Renew { .. } => return None,
+        })
     }
 
     /// Whether this write, applied, changes the fleet's state (a give-back
     /// only ends a lease).
     pub(crate) fn changes_state(&self) -> bool {
-        !matches!(self, Op::Return { .. } | Op::Leave { .. } | Op::Recover)
+        !matches!(
+            self,
+            Op::Return { .. } | Op::Leave { .. } | Op::Recover | Op::Renew { .. }
+        )
     }
 
     /// Whether a refusal of this write is the fence at work.
@@ -114,10 +124,20 @@ pub(crate) struct Member {
     /// The `seq` of the local change by which the agent applied the
     /// fleet's override, while it may still be in force.
     override_seq: Option<u64>,
-    /// When the fleet's view is to be read next.
-    next_sync: Instant,
-    /// Writes and reads waiting for the next round trip.
+    /// When the fleet's view is to be read next, if at a set time: at once
+    /// (announced, or asked for again), an open period's or a lease's end,
+    /// an override's expiry. `None` while nothing is in motion: a closed
+    /// breaker is read again when a change is announced, when the agent
+    /// suspects an announcement was lost, and for its keep-alive.
+    next_sync: Option<Instant>,
+    /// Its presence among the members, and its keys' expiries.
+    presence: Presence,
+    /// Writes waiting for the next round trip, in the order the changes
+    /// that ask for them happened.
     pub(crate) ops: Vec<Op>,
+    /// Whether the next round trip reads the fleet's view, after the
+    /// writes (see [`round`](Self::round)).
+    pub(crate) read: bool,
     /// Whether the breaker's failures go to the fleet's window.
     counts_failures: bool,
     /// The breaker's lifetime failures when last written to the window (or
@@ -139,14 +159,10 @@ pub(crate) struct Member {
 }
 
 impl Member {
-    pub(crate) fn new(
-        breaker: &Breaker,
-        changes: Subscription,
-        prefix: &str,
-        counts_failures: bool,
-    ) -> Member {
-        let keys = Keys::new(prefix, breaker.name());
+    pub(crate) fn new(breaker: &Breaker, changes: Subscription, s: &Settings) -> Member {
+        let keys = Keys::new(&s.prefix, breaker.name());
         let failures = breaker.failures_and_first_open().0;
+        let now = Instant::now();
         let mut m = Member {
             breaker: Held(breaker.downgrade()),
             name: breaker.name().to_owned(),
@@ -159,11 +175,13 @@ impl Member {
             read_again: false,
             action_seen: None,
             override_seq: None,
-            next_sync: Instant::now(),
+            next_sync: None,
+            presence: Presence::new(s.keep_alive, spread(breaker.name()), now),
             ops: Vec::new(),
-            counts_failures,
+            read: false,
+            counts_failures: s.window.is_some(),
             failures,
-            failures_due: Instant::now(),
+            failures_due: now,
             lease_use: LeaseUse::default(),
             alone: None,
             unjudged: false,
@@ -249,7 +267,21 @@ impl Member {
                 self.ops.push(trip(b));
             }
         }
-        self.ops.push(Op::Sync);
+        self.read = true;
+    }
+
+    /// What the next round trip sends for this breaker: its writes, then
+    /// its read, if one is due. The read goes last whatever asked for it
+    /// first (a join, a reconnection, an announcement), so that the view
+    /// it answers already holds every write of a change the agent has read:
+    /// a fleet's "closed" never reaches a breaker ahead of the answer to a
+    /// trip it made.
+    pub(crate) fn round(&mut self) -> Vec<Op> {
+        let mut ops = std::mem::take(&mut self.ops);
+        if std::mem::take(&mut self.read) {
+            ops.push(Op::Sync);
+        }
+        ops
     }
 
     /// The channel the breaker's changes arrive on, for the agent to wake on
@@ -260,13 +292,54 @@ impl Member {
 
     /// Reads the fleet's view at the next tick (its change was announced).
     pub(crate) fn sync_now(&mut self) {
-        self.next_sync = Instant::now();
+        self.next_sync = Some(Instant::now());
+    }
+
+    /// When the agent has something to do for this breaker without being
+    /// told: a read at a set time, its failure count's next look, its
+    /// lease's give-back. `None`: only an event, or the agent's sweep.
+    pub(crate) fn due(&self, s: &Settings) -> Option<Instant> {
+        let failures = self.counts_failures.then_some(self.failures_due);
+        [
+            self.next_sync,
+            failures,
+            self.lease_use.idle_at(s.lease_idle),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// At the agent's sweep (every `refresh`): renews the breaker's
+    /// presence, or reads it to keep its keys alive, when that is due and
+    /// this round trip does not read it anyway.
+    pub(crate) fn sweep(&mut self, now: Instant, s: &Settings) {
+        if self.read {
+            return;
+        }
+        match self.presence.due(now, s.presence) {
+            Due::Nothing => {}
+            Due::Read => self.read = true,
+            Due::Renew(score) => self.ops.push(Op::Renew { score }),
+        }
+    }
+
+    /// A renewal sent at `sent` answered whether it found this agent among
+    /// the members: if not, the breaker is read at once, which writes the
+    /// presence again.
+    pub(crate) fn renewal(&mut self, found: bool, sent: Instant) {
+        if found {
+            self.presence.renewed(sent);
+        } else {
+            self.next_sync = Some(Instant::now());
+        }
     }
 
     /// Drops what happened while there was no Redis to tell, failures
     /// included: they would be old news in the fleet's window.
     pub(crate) fn forget_changes(&mut self, b: &Breaker) {
         while self.changes.try_recv().is_some() {}
+        self.dropped = self.changes.dropped();
         if self.counts_failures {
             self.failures = b.failures_and_first_open().0;
         }
@@ -287,8 +360,10 @@ impl Member {
             if is_probe(&change) {
                 self.lease_use.probe_taken();
             }
-            if let Some(op) = self.op_for(b, &change) {
-                self.ops.push(op);
+            match self.op_for(b, &change) {
+                Some(Op::Sync) => self.read = true,
+                Some(op) => self.ops.push(op),
+                None => {}
             }
         }
         if self.counts_failures && now >= self.failures_due {
@@ -310,10 +385,11 @@ impl Member {
         if self.lease_use.gave_back() && self.lease_use.demand(b.refusals()) {
             // A call refused since the give-back: read (and take the
             // lease, if it is free) now.
-            self.next_sync = now;
+            self.next_sync = Some(now);
         }
-        if now >= self.next_sync && !self.ops.contains(&Op::Sync) {
-            self.ops.push(Op::Sync);
+        if self.next_sync.is_some_and(|t| now >= t) {
+            self.next_sync = None;
+            self.read = true;
         }
     }
 
@@ -378,7 +454,12 @@ impl Member {
         stats: &Stats,
     ) {
         self.read_again = false;
+        let at = Instant::now();
+        self.presence.answered(view.now, at, *op == Op::Sync);
         self.apply_view(b, op, view, agent, s, stats);
+        // The give-back's clock starts when the breaker is let probe.
+        let token = self.token.as_deref().filter(|_| self.released);
+        self.lease_use.released(token, at);
         stats.read(
             &self.name,
             FleetBreaker {
@@ -390,7 +471,7 @@ impl Member {
             },
         );
         if self.read_again {
-            self.next_sync = Instant::now();
+            self.next_sync = Some(Instant::now());
         }
     }
 
@@ -454,8 +535,8 @@ impl Member {
             // lease, until it is lifted or expires.
             self.token = None;
             self.released = false;
-            let left = view.action.left(view.now).map_or(s.refresh, ms);
-            self.next_sync = now + left.min(s.refresh);
+            // Read again when it expires; a reset is announced.
+            self.next_sync = view.action.left(view.now).map(|left| now + ms(left));
             return;
         }
         if !view.open {
@@ -464,7 +545,8 @@ impl Member {
             if self.alone.is_none() {
                 self.hold(b, None, 0, stats);
             }
-            self.next_sync = now + s.refresh;
+            // Nothing in motion: the next change is announced.
+            self.next_sync = None;
             return;
         }
         if view.now < view.open_until {
@@ -473,7 +555,8 @@ impl Member {
             let left = ms(view.open_until - view.now);
             self.released = false;
             self.hold(b, Some(left + s.hold_margin), view.step, stats);
-            self.next_sync = now + left.min(s.refresh);
+            // Read again when it ends, for the lease.
+            self.next_sync = Some(now + left);
             return;
         }
         let ours = (!view.lease.is_empty())
@@ -492,7 +575,7 @@ impl Member {
                 // not read yet is tried again at the next read, at once.
                 self.released = self.hold(b, Some(Duration::ZERO), view.step, stats);
             }
-            self.next_sync = now + ms(view.lease_ttl.max(1)).min(s.refresh);
+            self.next_sync = Some(now + ms(view.lease_ttl.max(1)).min(s.refresh));
         } else if !view.lease.is_empty() {
             self.released = false;
             self.hold(
@@ -501,17 +584,17 @@ impl Member {
                 view.step,
                 stats,
             );
-            self.next_sync = now + ms(view.lease_ttl.max(1)).min(s.refresh);
+            self.next_sync = Some(now + ms(view.lease_ttl.max(1)).min(s.refresh));
         } else {
             // Free: held open past the next read, which takes the lease if
             // this process may (an agent that gave it back waits for
             // demand, reading at the refresh).
             self.hold(b, Some(s.refresh + s.hold_margin), view.step, stats);
-            self.next_sync = if self.lease_use.may_take() {
+            self.next_sync = Some(if self.lease_use.may_take() {
                 now
             } else {
                 now + s.refresh
-            };
+            });
         }
     }
 
@@ -555,7 +638,7 @@ impl Member {
         // Counted before the hold: a call refused from then on is demand.
         let refused = b.refusals();
         if !self.hold(b, Some(s.lease + s.hold_margin), snap.backoff_step, stats) {
-            self.next_sync = now;
+            self.next_sync = Some(now);
             return;
         }
         self.released = false;
@@ -651,6 +734,15 @@ fn is_probe(change: &StateChange) -> bool {
     change.from == State::Open && change.to == State::HalfOpen && change.reason != Reason::Fleet
 }
 
+/// Where a breaker's keep-alive falls in its period, 0 to 1, from its name:
+/// the same in every run, different from breaker to breaker.
+fn spread(name: &str) -> f64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    name.hash(&mut h);
+    (h.finish() % 1_024) as f64 / 1_024.0
+}
+
 /// A trip's write, with the open period the local breaker chose.
 fn trip(breaker: &Breaker) -> Op {
     let (open_ms, step) = open_period(breaker);
@@ -708,6 +800,8 @@ pub(crate) mod tests {
             window: None,
             presence: Duration::from_secs(5),
             idle_expiry: Duration::from_secs(3_600),
+            keep_alive: Duration::from_secs(60),
+            heartbeat: "test:fleet:4242-0-ab".into(),
             quorum: crate::fleet::Quorum::DEFAULT,
         }
     }
@@ -760,8 +854,8 @@ pub(crate) mod tests {
     fn a_lease_holder_refused_by_an_unread_local_change_is_released_at_the_next_read() {
         let (s, stats) = (settings(), Stats::default());
         let b = vendor("vendor");
-        let mut m = Member::new(&b, b.subscribe(16).unwrap(), &s.prefix, false);
-        m.ops.clear();
+        let mut m = Member::new(&b, b.subscribe(16).unwrap(), &s);
+        m.round();
         // The local breaker trips while the agent's read is under way: the
         // answer finds a change the agent has not read, and the hold that
         // would let the probe through is refused.
@@ -774,7 +868,7 @@ pub(crate) mod tests {
         // refresh, the fleet again: the lease is still this agent's, and
         // now the breaker lets the probe through.
         m.collect(&b, Instant::now(), &s, &stats);
-        assert!(m.ops.contains(&Op::Sync), "read at once: {:?}", m.ops);
+        assert!(m.read, "read at once");
         m.apply(&b, &Op::Sync, &lease_is_ours(), AGENT, &s, &stats);
         assert!(call(&b, true).is_ok(), "the fleet's probe went through");
         assert_eq!(stats.leases_won.load(Ordering::Relaxed), 1);
@@ -802,8 +896,8 @@ pub(crate) mod tests {
     fn a_trip_without_a_quorum_stays_open_until_the_fleet_moves_on() {
         let (s, stats) = (settings(), Stats::default());
         let b = vendor("vendor");
-        let mut m = Member::new(&b, b.subscribe(16).unwrap(), &s.prefix, false);
-        m.ops.clear();
+        let mut m = Member::new(&b, b.subscribe(16).unwrap(), &s);
+        m.round();
         assert!(call(&b, false).is_err());
         m.collect(&b, Instant::now(), &s, &stats);
         let trip = m.ops.first().cloned().expect("the trip is written");
@@ -825,12 +919,12 @@ pub(crate) mod tests {
     fn a_member_tripped_alone_that_closes_on_its_own_writes_its_recovery() {
         let (s, stats) = (settings(), Stats::default());
         let b = vendor("vendor");
-        let mut m = Member::new(&b, b.subscribe(16).unwrap(), &s.prefix, false);
-        m.ops.clear();
+        let mut m = Member::new(&b, b.subscribe(16).unwrap(), &s);
+        m.round();
         assert!(call(&b, false).is_err());
         m.collect(&b, Instant::now(), &s, &stats);
         let trip = m.ops.remove(0);
-        m.ops.clear();
+        m.round();
         m.apply(&b, &trip, &closed(4), AGENT, &s, &stats);
         b.reset("ops", "the host is fixed");
         m.collect(&b, Instant::now(), &s, &stats);
@@ -857,11 +951,11 @@ pub(crate) mod tests {
         let (s, stats) = (settings(), Stats::default());
         let b = vendor("vendor");
         // Room for one change: the probe's two overflow it.
-        let mut m = Member::new(&b, b.subscribe(1).unwrap(), &s.prefix, false);
-        m.ops.clear();
+        let mut m = Member::new(&b, b.subscribe(1).unwrap(), &s);
+        m.round();
         assert!(call(&b, false).is_err());
         m.collect(&b, Instant::now(), &s, &stats);
-        m.ops.clear();
+        m.round();
         m.apply(&b, &Op::Sync, &lease_is_ours(), AGENT, &s, &stats);
         assert!(call(&b, true).is_ok(), "the fleet's probe went through");
         assert_eq!(b.state(), State::Closed);

@@ -33,9 +33,14 @@
 //!
 //! A breaker [leaves](Fleet::leave) its fleet, or is dropped (the fleet
 //! does not keep it alive), and a new one of its name may join. Every agent
-//! renews its presence among each breaker's members at every read, and a
-//! breaker's keys expire [`idle_expiry`](FleetBuilder::idle_expiry) after
-//! the last read. Redis may be one server, the master Redis Sentinel names
+//! renews its presence among each breaker's members (one `ZADD` every
+//! quarter of [`presence`](FleetBuilder::presence)), and a breaker's keys
+//! expire [`idle_expiry`](FleetBuilder::idle_expiry) after the last read.
+//!
+//! An idle breaker costs next to nothing: it is not read on a timer (its
+//! changes are announced), and a heartbeat through the agent's own pub/sub
+//! channel, one per [`refresh`](FleetBuilder::refresh) whatever the number
+//! of breakers, catches an announcement that was lost. Redis may be one server, the master Redis Sentinel names
 //! ([`Fleet::sentinel_builder`]) or a Redis Cluster
 //! ([`Fleet::cluster_builder`]).
 //!
@@ -74,6 +79,7 @@ mod agent;
 mod idle;
 mod link;
 mod member;
+mod presence;
 mod scripts;
 mod snapshot;
 mod tls;
@@ -123,6 +129,11 @@ const CHANGES_CAPACITY: usize = 256;
 /// refreshes if that is longer.
 const DEFAULT_PRESENCE: Duration = Duration::from_secs(5);
 
+/// How often an idle breaker is read at most, to renew its keys' expiries
+/// and count its members again (or every quarter of `idle_expiry`, if that
+/// is shorter).
+const KEEP_ALIVE: Duration = Duration::from_secs(60);
+
 /// How long a breaker's keys outlive the last agent that reads them, by
 /// default ([`FleetBuilder::idle_expiry`]).
 pub(crate) const DEFAULT_IDLE_EXPIRY: Duration = Duration::from_secs(7 * 24 * 60 * 60);
@@ -153,6 +164,12 @@ pub(crate) struct Settings {
     pub(crate) presence: Duration,
     /// How long a breaker's keys outlive the agents' last read.
     pub(crate) idle_expiry: Duration,
+    /// How often an idle breaker is read: its keys' expiries renewed, and
+    /// its members counted again.
+    pub(crate) keep_alive: Duration,
+    /// This agent's own channel: its heartbeats, which prove that its
+    /// pub/sub connection still delivers.
+    pub(crate) heartbeat: String,
     /// How many members' local trips open the fleet.
     pub(crate) quorum: Quorum,
 }
@@ -290,7 +307,7 @@ impl Fleet {
     /// breaker of the same name under the same prefix.
     ///
     /// Returns at once: the agent reads the fleet's state for it at its
-    /// next tick. The breaker's callers never wait on Redis.
+    /// next round trip. The breaker's callers never wait on Redis.
     ///
     /// The fleet does not keep the breaker alive: once every handle of it is
     /// dropped, the agent stops serving it (as [`leave`](Self::leave)
@@ -312,12 +329,7 @@ impl Fleet {
         }
         let changes = breaker.subscribe(CHANGES_CAPACITY)?;
         names.insert(breaker.name().to_owned(), breaker.downgrade());
-        let member = Member::new(
-            breaker,
-            changes,
-            &self.settings.prefix,
-            self.settings.window.is_some(),
-        );
+        let member = Member::new(breaker, changes, &self.settings);
         if let Some(control) = &self.control {
             // The agent only stops when this handle is dropped.
             let _ = control.send(Control::Join(Box::new(member)));
@@ -327,7 +339,7 @@ impl Fleet {
 
     /// Stops sharing `breaker`'s state: the agent stops reading it, ends
     /// its presence among the breaker's members and gives back a probe
-    /// lease it holds for it, at its next tick. The breaker keeps its
+    /// lease it holds for it, at its next round trip. The breaker keeps its
     /// state and goes on alone, as with Redis away; it may join again.
     ///
     /// Returns whether `breaker` (this breaker, not another of its name)
@@ -547,17 +559,29 @@ impl FleetBuilder {
         self
     }
 
-    /// The longest the agent waits between two ticks: how often it checks
-    /// for refresh reads that are due and writes failures to the
-    /// [`failure_window`](Self::failure_window). A local state change, an
-    /// announcement or a breaker that joins wakes it at once.
+    /// The shortest time between two of the agent's timed rounds: reads due
+    /// at a set time (an open period's or a lease's end, an override's
+    /// expiry) that fall within a tick of each other go in one round trip,
+    /// and breakers' failures are written to the
+    /// [`failure_window`](Self::failure_window) at most this often. A local
+    /// state change, an announcement or a breaker that joins wakes the
+    /// agent at once; with nothing due it sleeps until its next sweep
+    /// ([`refresh`](Self::refresh)).
     pub fn tick(mut self, tick: Duration) -> Self {
         self.tick = tick;
         self
     }
 
-    /// How often each breaker's fleet state is read, as a backstop to
-    /// pub/sub.
+    /// How often the agent sweeps: it publishes a heartbeat on its own
+    /// channel, which its pub/sub connection must deliver back, and reads
+    /// every breaker if one did not come back, so that an announcement
+    /// lost on the way is read within three refreshes; and it renews its
+    /// presence among the members of the breakers due for it. A breaker
+    /// whose fleet state is in motion (its probe lease held, or given back)
+    /// is read this often too. A closed breaker is not read on a timer but
+    /// once a minute, to keep its keys alive: its changes are announced.
+    ///
+    /// One round trip per sweep, whatever the number of breakers.
     pub fn refresh(mut self, refresh: Duration) -> Self {
         self.refresh = refresh;
         self
@@ -592,7 +616,7 @@ impl FleetBuilder {
     /// `probe_lease`. Make it longer than the gap between a busy process's
     /// calls (a process that calls less often may give the lease back and
     /// take it again at its next refused call) and shorter than
-    /// `probe_lease`. The default, 500 ms (a hundred ticks, two refreshes,
+    /// `probe_lease`. The default, 500 ms (two refreshes,
     /// a tenth of the lease), keeps the lease with a process that calls
     /// twice a second, and bounds the delay an idle holder adds to about
     /// half a second.
@@ -627,7 +651,7 @@ impl FleetBuilder {
     /// fleet: a trip (any) starts it afresh, and failures while the fleet
     /// is open do not count. An agent reads its breakers' failure counts
     /// every twentieth of `window` (or every tick, if that is longer) and
-    /// writes what grew in that tick's one round trip; failures while Redis
+    /// writes what grew in that round trip; failures while Redis
     /// was unavailable are not written later.
     pub fn failure_window(mut self, threshold: u32, window: Duration) -> Self {
         self.window = Some((threshold, window));
@@ -635,8 +659,9 @@ impl FleetBuilder {
     }
 
     /// How long this agent counts among the members serving each of its
-    /// breakers after its last read of it (every read renews it, at least
-    /// every [`refresh`](Self::refresh)). A process that dies, or loses
+    /// breakers after it last renewed its presence: every read renews it,
+    /// and between reads one `ZADD` per breaker every quarter of this, at
+    /// the first sweep after it is due. A process that dies, or loses
     /// Redis, leaves the count after this; one that [leaves](Fleet::leave)
     /// or drops a breaker, at once. [`BreakerStatus::members`] and
     /// `fusebox-ctl status` show the count, and `forget` refuses a breaker
@@ -649,7 +674,9 @@ impl FleetBuilder {
     }
 
     /// How long a breaker's keys outlive the last agent that serves it:
-    /// every agent's read keeps its state hash alive that much longer, so
+    /// every agent's read keeps its state hash and its members key alive
+    /// that much longer (an agent reads each breaker at least every minute,
+    /// or every quarter of this if that is shorter), so
     /// the state of a name no process serves any more (a breaker renamed or
     /// retired) expires after this, an operator's override with it. The
     /// audit stream has bounds of its own (about the last thousand entries,
@@ -839,12 +866,15 @@ impl FleetBuilder {
             }),
         };
         let quorum = self.quorum()?;
+        let channel = scripts::channel(&self.prefix);
+        let agent = agent_name();
         let settings = Arc::new(Settings {
             topology,
             redis: self.url,
-            channel: scripts::channel(&self.prefix),
+            heartbeat: format!("{channel}:{agent}"),
+            channel,
             prefix: self.prefix,
-            agent: agent_name(),
+            agent,
             timeout: self.timeout,
             tick: self.tick,
             refresh: self.refresh,
@@ -856,6 +886,7 @@ impl FleetBuilder {
             window,
             presence,
             idle_expiry: self.idle_expiry,
+            keep_alive: KEEP_ALIVE.min(self.idle_expiry / 4),
             quorum,
         });
         let stats = Arc::new(Stats::default());

@@ -79,16 +79,34 @@ local epoch = tonumber(h[2]) or 0
 local open_until = tonumber(h[3]) or 0
 local step = tonumber(h[4]) or 0
 -- The live members whose local trip still counts: their trip is within
--- the quorum window, and their presence has not ended.
+-- the quorum window, and their presence has not ended. Every member of the
+-- tripped set is also in the members key (one dropped from it, by `prune`
+-- or `LEAVE`, leaves the tripped set too), so this is the trips in the
+-- window less those of members whose presence ended that no script has
+-- dropped yet: a few at most, never a walk over every member tripped.
 local function tripped_now()
-  local n = 0
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[6], now, '+inf')) do
-    local until_ms = tonumber(redis.call('ZSCORE', KEYS[5], m))
+  local n = redis.call('ZCOUNT', KEYS[6], now, '+inf')
+  if n == 0 then
+    return 0
+  end
+  if redis.call('EXISTS', KEYS[5]) == 0 then
+    return 0
+  end
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(' .. now)) do
+    local until_ms = tonumber(redis.call('ZSCORE', KEYS[6], m))
     if until_ms and until_ms >= now then
-      n = n + 1
+      n = n - 1
     end
   end
   return n
+end
+-- Drops the members whose presence ended, and their trips with them.
+local function prune()
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(' .. now)
+  if #gone > 0 then
+    redis.call('ZREM', KEYS[5], unpack(gone))
+    redis.call('ZREM', KEYS[6], unpack(gone))
+  end
 end
 local function view(applied)
   local lease = redis.call('GET', KEYS[2]) or ''
@@ -142,15 +160,19 @@ end
 "#;
 
 /// A local trip: ARGV = open_ms, step, channel, name, agent, min_members,
-/// ratio_ppm, quorum_ms, presence_ms, judge.
+/// ratio_ppm, quorum_ms, presence_ms, judge, idle_ms.
 ///
 /// While the fleet is closed, the trip is recorded among the breaker's
 /// tripped members (`KEYS[6]`) for `quorum_ms`, and the agent's presence
-/// renewed (it serves the breaker). The fleet opens for `open_ms` from the
-/// server's now, by `quorum`, only when the live members tripped within
-/// the window are at least `min_members` (or every live member, in a fleet
-/// smaller than that) and at least `ratio_ppm` parts per million of the
-/// live members. Otherwise the trip stays the member's own. With `judge`
+/// renewed (it serves the breaker; the members key kept `idle_ms`, as a
+/// read keeps it). The fleet opens for `open_ms` from the server's now, by
+/// `quorum`, only when the live members tripped within the window are at
+/// least `min_members` (or every live member, in a fleet smaller than that)
+/// and at least `ratio_ppm` parts per million of the live members.
+/// Otherwise the trip stays the member's own, unannounced: the other
+/// members need not read it (they see the count of members tripped at
+/// their next read), and announcing every trip of a fleet-wide outage would
+/// make each member read each breaker once per member. With `judge`
 /// 0 (the agent's session is younger than `presence`, so members may not
 /// have renewed their presence yet), the trip is only recorded.
 const TRIP: &str = r#"
@@ -159,8 +181,8 @@ if state == 'open' then
 end
 local members, tripped = KEYS[5], KEYS[6]
 redis.call('ZADD', members, now + tonumber(ARGV[9]), ARGV[5])
-redis.call('ZREMRANGEBYSCORE', members, '-inf', '(' .. now)
-redis.call('PEXPIRE', members, ARGV[9])
+prune()
+redis.call('PEXPIRE', members, ARGV[11])
 redis.call('ZADD', tripped, now + tonumber(ARGV[8]), ARGV[5])
 redis.call('ZREMRANGEBYSCORE', tripped, '-inf', '(' .. now)
 redis.call('PEXPIRE', tripped, ARGV[8])
@@ -206,14 +228,16 @@ return view(0)
 ///
 /// It renews the agent's presence among the breaker's members (`KEYS[5]`)
 /// for `presence_ms`, dropping members whose presence ended, and keeps the
-/// breaker's state hash (created closed if missing) for `idle_ms` more:
-/// once no agent reads it, its keys expire. It runs before the guard, so
-/// that an agent under an operator's override still renews them.
+/// breaker's state hash (created closed if missing) and its members key for
+/// `idle_ms` more: once no agent reads it, its keys expire. Between reads,
+/// the agent renews its presence alone with `ZADD members XX CH`, which
+/// leaves the key's expiry as it is. It runs before the guard, so that an
+/// agent under an operator's override still renews them.
 const SYNC: &str = r#"
 local members = KEYS[5]
 redis.call('ZADD', members, now + tonumber(ARGV[4]), ARGV[1])
-redis.call('ZREMRANGEBYSCORE', members, '-inf', '(' .. now)
-redis.call('PEXPIRE', members, ARGV[4])
+prune()
+redis.call('PEXPIRE', members, ARGV[5])
 redis.call('HSETNX', KEYS[1], 'state', state)
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 if overridden then

@@ -40,8 +40,22 @@ pub struct FleetSnapshot {
     pub fenced: u64,
     /// Announcements received over pub/sub.
     pub messages: u64,
-    /// Reads of a breaker's fleet state (refreshes and announced changes).
+    /// Reads of a breaker's fleet state: at a join or a reconnection, for an
+    /// announced change, at a set time (an open period's or a lease's end,
+    /// an override's expiry), for a keep-alive, and when announcements may
+    /// have been lost.
     pub reads: u64,
+    /// Round trips to Redis the agent has begun: each one pipeline of
+    /// writes, reads and renewals (counted as it is sent, before Redis
+    /// answers).
+    pub round_trips: u64,
+    /// Times the agent read every breaker it serves because announcements
+    /// may have been lost: a heartbeat through its pub/sub connection did
+    /// not come back within a `refresh`, or announcements found its reader
+    /// behind ([`FleetBuilder::refresh`]).
+    ///
+    /// [`FleetBuilder::refresh`]: crate::fleet::FleetBuilder::refresh
+    pub catch_ups: u64,
     /// Local failures sent to the fleet's recent-failures windows
     /// ([`FleetBuilder::failure_window`]), including those the window did
     /// not count (sent while the fleet was open or under an override).
@@ -99,6 +113,8 @@ pub(crate) struct Stats {
     pub(crate) fenced: AtomicU64,
     pub(crate) messages: AtomicU64,
     pub(crate) reads: AtomicU64,
+    pub(crate) round_trips: AtomicU64,
+    pub(crate) catch_ups: AtomicU64,
     pub(crate) failures_published: AtomicU64,
     pub(crate) window_trips: AtomicU64,
     pub(crate) lone_trips: AtomicU64,
@@ -126,6 +142,8 @@ impl Stats {
             fenced: get(&self.fenced),
             messages: get(&self.messages),
             reads: get(&self.reads),
+            round_trips: get(&self.round_trips),
+            catch_ups: get(&self.catch_ups),
             failures_published: get(&self.failures_published),
             window_trips: get(&self.window_trips),
             lone_trips: get(&self.lone_trips),

@@ -62,15 +62,16 @@ fn last_reason(b: &Breaker) -> Reason {
         .clone()
 }
 
-/// Waits until every agent has read the fleet's state twice more: each
-/// has had its chance to act on what Redis holds now.
-fn every_agent_reads_again(fleets: &[Fleet]) {
-    let reads: Vec<u64> = fleets.iter().map(|f| f.snapshot().reads).collect();
-    wait_for("every agent to read the fleet again", || {
+/// Waits until every agent has made two more round trips: each has
+/// written what a local change asks of it (at its next round trip), and
+/// read what was announced since.
+fn every_agent_sweeps_again(fleets: &[Fleet]) {
+    let rounds: Vec<u64> = fleets.iter().map(|f| f.snapshot().round_trips).collect();
+    wait_for("every agent to make two more round trips", || {
         fleets
             .iter()
-            .zip(&reads)
-            .all(|(f, r)| f.snapshot().reads >= r + 2)
+            .zip(&rounds)
+            .all(|(f, r)| f.snapshot().round_trips >= r + 2)
     });
 }
 
@@ -203,8 +204,8 @@ fn a_reset_lifts_the_override_everywhere_and_closes_and_the_fleet_does_not_fight
     breakers[0].reset("carol", "local check");
     assert!(fail(&breakers[0]).is_err());
     assert_eq!(breakers[0].state(), State::Open);
-    every_agent_reads_again(&fleets);
-    every_agent_reads_again(&fleets);
+    every_agent_sweeps_again(&fleets);
+    every_agent_sweeps_again(&fleets);
     let status = ops.status("vendor").unwrap();
     assert_eq!((status.state, status.epoch), (State::ForcedClosed, epoch));
     assert_eq!(status.lease, None);
@@ -277,7 +278,7 @@ fn a_local_operators_later_override_is_not_undone_and_not_shared() {
 
     // Process 1's own operator closes its breaker, through its own API.
     breakers[1].force_closed("carol", "checking from this host");
-    every_agent_reads_again(&fleets);
+    every_agent_sweeps_again(&fleets);
     assert_eq!(
         breakers[1].state(),
         State::ForcedClosed,
@@ -295,7 +296,7 @@ fn a_local_operators_later_override_is_not_undone_and_not_shared() {
     wait_for("the other processes to close", || {
         breakers[0].state() == State::Closed && breakers[2].state() == State::Closed
     });
-    every_agent_reads_again(&fleets);
+    every_agent_sweeps_again(&fleets);
     assert_eq!(breakers[1].state(), State::ForcedClosed);
     assert_eq!(
         last_reason(&breakers[1]),
@@ -561,8 +562,8 @@ fn a_local_reset_of_the_fleets_prober_stays_local() {
     // Its local operator resets it while the probe is out: the fleet is
     // not closed by that, the other process stays open.
     breakers[prober].reset("carol", "local check");
-    every_agent_reads_again(&fleets);
-    every_agent_reads_again(&fleets);
+    every_agent_sweeps_again(&fleets);
+    every_agent_sweeps_again(&fleets);
     let status = ops.status("vendor").unwrap();
     assert_eq!(
         status.state,

@@ -86,10 +86,11 @@ fn members_open(
         ops.status("vendor").unwrap().members == n as u64
     });
     // A session's trips are judged once it is `presence` old (a second
-    // here): reads come no closer together than the 20 ms refresh, and
-    // nothing else asks for one yet, so 75 reads take a second and a half.
+    // here): while nothing happens, an agent makes at most two round trips
+    // a sweep (its renewals, its heartbeat), a sweep every 20 ms refresh,
+    // so 160 round trips take at least 80 sweeps, a second and a half.
     wait_for("every agent's session to settle", || {
-        all.iter().all(|m| m.fleet.snapshot().reads >= 75)
+        all.iter().all(|m| m.fleet.snapshot().round_trips >= 160)
     });
     all
 }
@@ -102,6 +103,16 @@ fn admin(redis: &RedisServer, prefix: &str) -> FleetAdmin {
 fn reads_more(fleet: &Fleet, n: u64) {
     let from = fleet.snapshot().reads;
     wait_for("more reads", || fleet.snapshot().reads >= from + n);
+}
+
+/// Waits until `fleet`'s agent has made `n` more round trips: with nothing
+/// in motion it reads nothing, but sweeps every refresh, and would apply a
+/// view that changed.
+fn rounds_more(fleet: &Fleet, n: u64) {
+    let from = fleet.snapshot().round_trips;
+    wait_for("more round trips", || {
+        fleet.snapshot().round_trips >= from + n
+    });
 }
 
 /// Calls that reached the vendor (its closure ran) out of `n`.
@@ -117,19 +128,19 @@ fn calls_made(b: &Breaker, n: u32) -> u32 {
 }
 
 /// Each of `m` calls its vendor once a round until every one's agent has
-/// read the fleet `reads` more times (bounded by `PATIENCE`): the calls
-/// that reached the vendor, out of those tried.
-fn calls_while_agents_read(m: &[Member], reads: u64) -> (u32, u32) {
-    let from: Vec<u64> = m.iter().map(|x| x.fleet.snapshot().reads).collect();
+/// made `rounds` more round trips (bounded by `PATIENCE`): the calls that
+/// reached the vendor, out of those tried.
+fn calls_while_agents_sweep(m: &[Member], rounds: u64) -> (u32, u32) {
+    let from: Vec<u64> = m.iter().map(|x| x.fleet.snapshot().round_trips).collect();
     let (mut tried, mut made) = (0u32, 0u32);
-    wait_for("the agents to read the fleet again", || {
+    wait_for("the agents to sweep again", || {
         for x in m {
             tried += 1;
             made += calls_made(&x.breaker, 1);
         }
         m.iter()
             .zip(&from)
-            .all(|(x, r)| x.fleet.snapshot().reads >= r + reads)
+            .all(|(x, r)| x.fleet.snapshot().round_trips >= r + rounds)
     });
     (made, tried)
 }
@@ -191,10 +202,10 @@ fn one_members_trip_among_three_opens_only_its_own_breaker() {
     assert_eq!((status.members, status.tripped), (3, 1), "{status:?}");
     assert_eq!(status.opened_by, None);
 
-    // Every agent reads the fleet several times after the trip: the other
-    // two stay closed and call the vendor, the sick one stays open.
+    // Every agent sweeps several times after the trip: the other two stay
+    // closed and call the vendor, the sick one stays open.
     for x in &m {
-        reads_more(&x.fleet, 5);
+        rounds_more(&x.fleet, 5);
     }
     for x in &m[1..] {
         assert_eq!(x.breaker.state(), State::Closed);
@@ -209,7 +220,10 @@ fn one_members_trip_among_three_opens_only_its_own_breaker() {
     assert_eq!(ops.status("vendor").unwrap().state, State::Closed);
     assert_eq!(leases_issued(&redis, "one-sick"), 0);
 
-    // Each agent's snapshot shows the breaker as it last read it.
+    // Each agent's snapshot shows the breaker as it last read it: the sick
+    // one at its trip's answer; a healthy one before the trip, which was
+    // not announced (its next read, at most a keep-alive later, counts
+    // it).
     let seen = |f: &Fleet| f.snapshot().quorum;
     let sick = seen(&m[0].fleet);
     assert_eq!(sick.len(), 1);
@@ -219,7 +233,7 @@ fn one_members_trip_among_three_opens_only_its_own_breaker() {
         (q.members, q.tripped, q.opened_by, q.alone),
         (3, 1, None, true)
     );
-    assert_eq!((healthy.tripped, healthy.alone), (1, false));
+    assert_eq!((healthy.tripped, healthy.alone), (0, false));
 }
 
 /// The scenario: one member of five whose own calls all fail (its
@@ -239,9 +253,9 @@ fn one_sick_member_of_five_opens_only_itself_and_three_open_all_five() {
     wait_for("the lone trip to be written", || {
         m[0].fleet.snapshot().lone_trips == 1
     });
-    // The healthy four call the vendor while each of their agents reads
-    // the fleet 25 more times (half a second of 20 ms refreshes).
-    let (made, tried) = calls_while_agents_read(&m[1..], 25);
+    // The healthy four call the vendor while each of their agents makes 25
+    // more round trips (a quarter to half a second of 20 ms sweeps).
+    let (made, tried) = calls_while_agents_sweep(&m[1..], 25);
     assert_eq!(
         made, tried,
         "every call of the healthy four reached the vendor"
@@ -261,7 +275,7 @@ fn one_sick_member_of_five_opens_only_itself_and_three_open_all_five() {
         m[1].fleet.snapshot().lone_trips == 1
     });
     for x in &m[2..] {
-        reads_more(&x.fleet, 3);
+        rounds_more(&x.fleet, 3);
         assert_eq!(x.breaker.state(), State::Closed);
     }
     // A third: the quorum.
@@ -300,7 +314,7 @@ fn with_any_member_tripping_one_sick_member_stops_the_other_four() {
     wait_for("the other four to open", || {
         m[1..].iter().all(|x| x.breaker.state() == State::Open)
     });
-    let (made, tried) = calls_while_agents_read(&m[1..], 25);
+    let (made, tried) = calls_while_agents_sweep(&m[1..], 25);
     assert_eq!(made, 0, "the healthy four refuse every call");
     assert_eq!(m[0].fleet.snapshot().lone_trips, 0);
     eprintln!("any member trips: the healthy four made {made} of {tried} calls");
@@ -430,14 +444,14 @@ fn a_member_tripped_alone_probes_for_itself_and_its_flapping_leaves_the_fleet_cl
     assert!(fail(&sick.breaker).is_err());
     wait_for("the lone trip", || sick.fleet.snapshot().lone_trips == 1);
     for _ in 0..3 {
-        reads_more(&sick.fleet, 3);
+        rounds_more(&sick.fleet, 3);
         assert_eq!(sick.breaker.state(), State::Open, "the fleet left it open");
         sick.clock.increment(10 * SEC); // past its own open period
         assert!(fail(&sick.breaker).is_err(), "its own probe, failing");
         assert_eq!(sick.breaker.state(), State::Open);
     }
     for x in &m[1..] {
-        reads_more(&x.fleet, 3);
+        rounds_more(&x.fleet, 3);
         assert_eq!(x.breaker.state(), State::Closed);
         assert_eq!(calls_made(&x.breaker, 5), 5);
     }
@@ -446,7 +460,7 @@ fn a_member_tripped_alone_probes_for_itself_and_its_flapping_leaves_the_fleet_cl
     assert_eq!(status.tripped, 1);
 
     // Its probe succeeds: it closes on its own, and no longer counts.
-    reads_more(&sick.fleet, 3);
+    rounds_more(&sick.fleet, 3);
     sick.clock.increment(60 * SEC);
     assert!(succeed(&sick.breaker).is_ok(), "its own probe");
     assert_eq!(sick.breaker.state(), State::Closed);
@@ -483,7 +497,7 @@ fn a_member_that_stops_renewing_leaves_the_count_with_its_trip() {
     wait_for("the second lone trip", || {
         m[0].fleet.snapshot().lone_trips == 1
     });
-    reads_more(&m[1].fleet, 5);
+    rounds_more(&m[1].fleet, 5);
     assert_eq!(m[1].breaker.state(), State::Closed);
     let status = ops.status("vendor").unwrap();
     assert_eq!((status.state, status.tripped), (State::Closed, 1));
@@ -589,7 +603,7 @@ fn after_redis_restarted_empty_the_first_member_back_does_not_open_the_fleet_alo
         m[0].fleet.snapshot().lone_trips == 1
     });
     for x in &m[1..] {
-        reads_more(&x.fleet, 5);
+        rounds_more(&x.fleet, 5);
         assert_eq!(x.breaker.state(), State::Closed);
     }
     let status = admin(&redis, "restart").status("vendor").unwrap();
@@ -616,6 +630,97 @@ fn after_redis_restarted_empty_a_fleet_of_one_opens_at_its_trip_once_settled() {
     });
     assert_eq!(m[0].fleet.snapshot().lone_trips, 0);
 }
+
+/// A configuration reload: a process's breaker is dropped, a new one of its
+/// name joins and trips at once, before its agent has read the fleet for
+/// it. The agent is held inside a round trip by a slow Redis (`DEBUG
+/// SLEEP`) while that happens, so its next round trip carries both the
+/// join's read and the trip. The trip finds no quorum (two members): the
+/// breaker stays open on its own trip, and the fleet's closed view, read in
+/// the same round trip, does not close it.
+///
+/// The agents read nothing on their own for a minute: the only round trip
+/// is the one the dropped breaker asks for, begun while Redis sleeps.
+#[test]
+fn a_breaker_that_trips_before_its_first_read_stays_open_on_its_own_trip() {
+    let redis = RedisServer::start();
+    let agent = || {
+        quorum_fleet(&redis, "reload")
+            .tick(60 * SEC)
+            .refresh(60 * SEC)
+            .presence(120 * SEC)
+            // Longer than the sleep: the agent waits Redis out, as for a
+            // slow answer, rather than counting an outage (whose
+            // reconnection would read the trip afresh).
+            .timeout(60 * SEC)
+            .build()
+            .unwrap()
+    };
+    let (fa, fb) = (agent(), agent());
+    let (old, _) = vendor();
+    let (other, _) = vendor();
+    fa.join(&old).unwrap();
+    fb.join(&other).unwrap();
+    let mut ops = admin(&redis, "reload");
+    wait_for("both members to be counted", || {
+        connected(&fa) && connected(&fb) && ops.status("vendor").unwrap().members == 2
+    });
+    let (fresh, _clock) = vendor_open(20 * SEC);
+    let changes = fresh.subscribe(16).unwrap();
+
+    let sleeper = {
+        let url = redis.url();
+        std::thread::spawn(move || {
+            let mut con = redis::Client::open(url)
+                .and_then(|c| c.get_connection())
+                .expect("connect to the test redis");
+            redis::cmd("DEBUG")
+                .arg("SLEEP")
+                .arg(SLEEP_S)
+                .query::<()>(&mut con)
+                .expect("DEBUG SLEEP (the server allows DEBUG from loopback)");
+        })
+    };
+    let mut probe = redis_conn(&redis);
+    probe.set_read_timeout(Some(50 * MS)).unwrap();
+    wait_for("Redis to sleep", || {
+        redis::cmd("PING").query::<String>(&mut probe).is_err()
+    });
+    // The dropped breaker wakes the agent, whose round trip (its last
+    // write) now waits for the sleep to end.
+    let begun = fa.snapshot().round_trips;
+    drop(old);
+    wait_for("the agent to begin a round trip", || {
+        fa.snapshot().round_trips > begun
+    });
+    fa.join(&fresh).unwrap();
+    assert!(fail(&fresh).is_err());
+    assert_eq!(fresh.state(), State::Open);
+    assert!(
+        fa.snapshot().round_trips == begun + 1 && !sleeper.is_finished(),
+        "the join and the trip came while the agent waited for Redis"
+    );
+    sleeper.join().unwrap();
+
+    wait_for("the agent to read its trip's answer", || {
+        fa.snapshot().quorum.first().is_some_and(|q| q.alone)
+    });
+    let seen: Vec<_> = std::iter::from_fn(|| changes.try_recv())
+        .map(|c| (c.from, c.to, c.reason == Reason::Fleet))
+        .collect();
+    assert_eq!(
+        seen,
+        [(State::Closed, State::Open, false)],
+        "only its own trip"
+    );
+    assert_eq!(fresh.state(), State::Open, "open on its own trip");
+    let status = ops.status("vendor").unwrap();
+    assert_eq!((status.state, status.tripped), (State::Closed, 1));
+}
+
+/// How long `DEBUG SLEEP` holds Redis, in seconds: long beside the agents'
+/// 20 ms refresh and a loaded machine's scheduling.
+const SLEEP_S: u32 = 2;
 
 #[test]
 fn build_refuses_a_quorum_it_cannot_apply_naming_the_field() {

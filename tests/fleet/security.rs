@@ -272,9 +272,9 @@ fn a_prefix_per_environment_keeps_fleets_apart_and_the_acl_enforces_it() {
     wait_for("uat's agent to connect", || connected(&uat));
     a_trip_reaches_the_other(&fa, &a, &fb, &b);
 
-    let reads = uat.snapshot().reads;
-    wait_for("uat's agent to read its fleet twice more", || {
-        uat.snapshot().reads >= reads + 2
+    let rounds = uat.snapshot().round_trips;
+    wait_for("uat's agent to make two more round trips", || {
+        uat.snapshot().round_trips >= rounds + 2
     });
     assert_eq!(u.state(), State::Closed, "prod's trip stays in prod");
 
@@ -290,24 +290,35 @@ fn a_prefix_per_environment_keeps_fleets_apart_and_the_acl_enforces_it() {
 }
 
 #[test]
-fn an_acl_user_without_the_channel_is_refused_rather_than_left_without_announcements() {
-    let user = documented_acl_user("nochannel").replace(" &nochannel:fleet", "");
-    assert!(!user.contains('&'), "{user}");
-    let redis = RedisServer::start_with(Options {
-        users: vec![user],
-        ..Options::default()
-    });
-    let f = fleet(redis.url_as("fusebox", PASSWORD), "nochannel")
-        .build()
-        .unwrap();
-    let b = vendor();
-    f.join(&b).unwrap();
-    wait_for("a few refused sessions", || f.snapshot().errors >= 3);
-    let s = f.snapshot();
-    assert!(!s.connected && s.reads == 0 && s.outages == 1, "{s:?}");
-    let lines = log_capture::lines("fleet `nochannel`");
-    assert_eq!(lines.len(), 1, "{lines:#?}");
-    assert!(lines[0].to_lowercase().contains("noperm"), "{}", lines[0]);
+fn an_acl_user_without_the_channels_is_refused_rather_than_left_without_announcements() {
+    // Without either channel, and without the agents' own (heartbeats).
+    for (prefix, removed) in [
+        (
+            "nochannel",
+            &[" &nochannel:fleet:*", " &nochannel:fleet"][..],
+        ),
+        ("nobeat", &[" &nobeat:fleet:*"][..]),
+    ] {
+        let user = removed
+            .iter()
+            .fold(documented_acl_user(prefix), |u, r| u.replace(r, ""));
+        assert_eq!(user.matches('&').count(), 2 - removed.len(), "{user}");
+        let redis = RedisServer::start_with(Options {
+            users: vec![user],
+            ..Options::default()
+        });
+        let f = fleet(redis.url_as("fusebox", PASSWORD), prefix)
+            .build()
+            .unwrap();
+        let b = vendor();
+        f.join(&b).unwrap();
+        wait_for("a few refused sessions", || f.snapshot().errors >= 3);
+        let s = f.snapshot();
+        assert!(!s.connected && s.reads == 0 && s.outages == 1, "{s:?}");
+        let lines = log_capture::lines(&format!("fleet `{prefix}`"));
+        assert_eq!(lines.len(), 1, "{lines:#?}");
+        assert!(lines[0].to_lowercase().contains("noperm"), "{}", lines[0]);
+    }
 }
 
 #[test]

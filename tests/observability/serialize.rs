@@ -169,5 +169,5 @@ fn the_fleet_snapshot_serializes_as_its_fields() {
     assert_eq!(value["leases_won"], 0);
     assert_eq!(value["lone_trips"], 0);
     assert_eq!(value["quorum"], json!([]), "one entry per breaker served");
-    assert_eq!(value.as_object().unwrap().len(), 15);
+    assert_eq!(value.as_object().unwrap().len(), 17);
 }

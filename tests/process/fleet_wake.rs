@@ -1,7 +1,8 @@
 //! When the fleet agent wakes: at once for a local change, a breaker that
-//! joins and an announcement, without waiting for its tick; and that its
+//! joins and an announcement, without waiting for its tick; that its
 //! threads (the agent and the session's pub/sub reader) end when the
-//! `Fleet` is dropped, even with Redis hung.
+//! `Fleet` is dropped, even with Redis hung; and that a pub/sub connection
+//! that silently stops delivering is caught by the agent's heartbeat.
 //!
 //! The agents here tick once a minute, so anything that waited for a tick
 //! would outlast `PATIENCE`. Local time comes from mock clocks that never
@@ -12,10 +13,10 @@
 use std::time::{Duration, Instant};
 
 use fusebox::fleet::{Fleet, FleetBuilder};
-use fusebox::{Reason, State};
+use fusebox::{Breaker, Reason, State};
 
 use crate::support::breaker::{fail, succeed, MS, SEC};
-use crate::support::fleet_kit::vendor;
+use crate::support::fleet_kit::{vendor, Proxy};
 use crate::support::log_capture;
 use crate::support::redis_server::RedisServer;
 
@@ -199,4 +200,95 @@ fn a_failed_pub_sub_connection_is_one_outage_and_announcements_resume() {
     wait_for("the trip to open B", || b.state() == State::Open);
     assert_eq!(fa.snapshot().outages, 1);
     assert_eq!(fb.snapshot().outages, 1);
+}
+
+/// Two processes sharing breaker `vendor`, each read once: A's agent talks
+/// to Redis directly; B's through a proxy, sweeping every 50 ms and
+/// waiting `timeout` for Redis. Then B's subscribed connection is silenced:
+/// it stays open and delivers nothing. Any member's trip opens the fleet.
+struct Silenced {
+    _redis: RedisServer,
+    fa: Fleet,
+    fb: Fleet,
+    a: Breaker,
+    b: Breaker,
+}
+
+fn silenced(prefix: &str, timeout: Duration) -> Silenced {
+    let redis = RedisServer::start();
+    let proxy = Proxy::start(redis.port());
+    let fa = sleepy(&redis, prefix).build().unwrap();
+    let fb = Fleet::builder(proxy.url())
+        .prefix(prefix)
+        .min_members(1)
+        .member_ratio(0.0)
+        .refresh(50 * MS)
+        .timeout(timeout)
+        .reconnect_backoff(5 * MS, 50 * MS)
+        .build()
+        .unwrap();
+    let (a, b) = (vendor(), vendor());
+    fa.join(&a).unwrap();
+    fb.join(&b).unwrap();
+    wait_for("both agents to read their breaker", || {
+        fa.snapshot().reads > 0 && fb.snapshot().reads > 0
+    });
+    assert_eq!(proxy.silence_subscribers(&redis), 1);
+    Silenced {
+        _redis: redis,
+        fa,
+        fb,
+        a,
+        b,
+    }
+}
+
+#[test]
+fn a_pub_sub_connection_that_silently_delivers_nothing_is_caught_by_the_heartbeat() {
+    let _one = one_at_a_time();
+    // A timeout longer than the test: B's session does not end, the
+    // heartbeat alone catches what it missed.
+    let Silenced {
+        _redis,
+        fa,
+        fb,
+        a,
+        b,
+    } = silenced("silent", 60 * SEC);
+
+    // A's trip is announced; B's reader never hears it, nor B's heartbeat,
+    // and B's agent reads every breaker.
+    assert!(fail(&a).is_err());
+    wait_for("the trip to open B", || b.state() == State::Open);
+    assert_eq!(
+        b.snapshot().last_transition.expect("B opened").reason,
+        Reason::Fleet
+    );
+    let s = fb.snapshot();
+    assert!(s.catch_ups >= 1, "{s:?}");
+    assert_eq!((s.messages, s.outages), (0, 0), "{s:?}");
+    assert_eq!(fa.snapshot().published, 1);
+}
+
+#[test]
+fn a_pub_sub_connection_silent_for_the_timeout_ends_the_session() {
+    let _one = one_at_a_time();
+    let Silenced {
+        _redis,
+        fa,
+        fb,
+        a,
+        b,
+    } = silenced("silent-end", 500 * MS);
+    // No heartbeat comes back for the timeout: the session ends as for a
+    // failed connection, and the next one subscribes afresh.
+    wait_for("the session to end and start again", || {
+        let s = fb.snapshot();
+        s.outages == 1 && s.connected
+    });
+    // B's new reader hears A's trip.
+    assert!(fail(&a).is_err());
+    wait_for("the trip to open B", || b.state() == State::Open);
+    assert!(fb.snapshot().messages >= 1);
+    assert_eq!(fa.snapshot().outages, 0);
 }
