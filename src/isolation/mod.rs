@@ -30,6 +30,8 @@ mod bulkhead;
 mod dead_letter;
 mod deadline;
 mod error;
+#[cfg(feature = "async")]
+mod future;
 mod isolated;
 mod lanes;
 
@@ -40,6 +42,8 @@ pub use dead_letter::{
 };
 pub use deadline::{DeadlinePool, DeadlinePoolBuilder, DeadlinePoolSnapshot};
 pub use error::{BuildError, Full, IsolationError, Layer, TimedOut};
+#[cfg(feature = "async")]
+pub use future::IsolatedFuture;
 pub use isolated::Isolated;
 
 /// The Rust examples of `docs/isolation.md`, compiled and run as doctests.
