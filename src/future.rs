@@ -48,7 +48,7 @@ impl Breaker {
     /// classifier counts it: with tokio,
     /// `breaker.call_async(async { tokio::time::timeout(d, fetch()).await? })`,
     /// where tokio's `Elapsed` converts into an `io::Error` of kind
-    /// `TimedOut` ([`Classifier::every_error_is_a_failure`] and the HTTP
+    /// `TimedOut` ([`Classifier::every_error_is_a_failure`](crate::Classifier::every_error_is_a_failure) and the HTTP
     /// classifier count both as failures). The runtime's timer is the
     /// caller's: this crate brings none.
     ///
