@@ -9,7 +9,7 @@
 //! use std::time::Duration;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn main() -> Result<(), BoxError> {
 //! let breaker = Breaker::builder("quotes")
 //!     .call_path(CallPath::ReferenceData)
 //!     .classifier(Classifier::every_error_is_a_failure())
