@@ -468,15 +468,39 @@ impl Breaker {
         if let Some(note) = note {
             core.recent_failure.set(note);
         }
+        self.conclude(&mut core, transition)
+    }
+
+    /// Records that a call admitted with `ticket` was cancelled: it ended
+    /// with no outcome to judge (an async caller's future dropped before it
+    /// finished, `src/future.rs`). One lock round trip, like any report
+    /// that is not a quiet success.
+    #[cold]
+    pub(crate) fn cancel(&self, ticket: Ticket) {
+        let now = self.now();
+        let changed = {
+            let mut core = self.lock();
+            let transition = core.machine.cancel(now, ticket);
+            self.conclude(&mut core, transition)
+        };
+        if changed {
+            self.inner.dispatch(1);
+        }
+    }
+
+    /// Under the lock, after a report: publishes the transition it caused,
+    /// or the gate if the machine's has changed; whether a change was
+    /// queued.
+    fn conclude(&self, core: &mut Core, transition: Option<Transition>) -> bool {
         // A transition leaves the machine out of the closed period any
         // late quiet success was counted in, so at most one of the two
         // queues a change.
         match transition {
             Some(t) => {
-                self.publish(&mut core, t);
+                self.publish(core, t);
                 true
             }
-            None => self.sync_gate(&mut core),
+            None => self.sync_gate(core),
         }
     }
 

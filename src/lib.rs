@@ -193,6 +193,15 @@
 //! - `isolation` (default): [`isolation`]: a bulkhead, a deadline pool for
 //!   calls that cannot time themselves out, and a bounded dead-letter buffer,
 //!   layered around a breaker. No extra dependency.
+//! - `async`: async callers. [`Breaker::call_async`] and
+//!   [`Breaker::call_any_async`] guard a future (asked at its first poll,
+//!   its outcome classified when it completes, a cancelled one counted as
+//!   neither success nor failure), and with `isolation` a bulkhead guards
+//!   one too. `std::future` only, no runtime; `pin-project-lite` (no
+//!   dependencies) pins the inner future.
+//! - `tower` (with `async`): [`tower`], a `Layer` and `Service` that put a
+//!   breaker around any tower service, on `tower-layer` and
+//!   `tower-service`.
 //! - `coarse-clock` (default): on Linux, a quiet closed success of a
 //!   breaker with a failure-rate window checks its window bucket on the
 //!   kernel's coarse monotonic clock (about 4 ns, through `rustix`) instead
@@ -237,6 +246,27 @@
 #![cfg_attr(
     not(feature = "isolation"),
     doc = "[`isolation`]: https://docs.rs/fusebox/latest/fusebox/isolation/"
+)]
+#![cfg_attr(feature = "tower", doc = "[`tower`]: crate::tower")]
+#![cfg_attr(
+    not(feature = "tower"),
+    doc = "[`tower`]: https://docs.rs/fusebox/latest/fusebox/tower/"
+)]
+#![cfg_attr(
+    feature = "async",
+    doc = "[`Breaker::call_async`]: crate::Breaker::call_async"
+)]
+#![cfg_attr(
+    not(feature = "async"),
+    doc = "[`Breaker::call_async`]: https://docs.rs/fusebox/latest/fusebox/struct.Breaker.html#method.call_async"
+)]
+#![cfg_attr(
+    feature = "async",
+    doc = "[`Breaker::call_any_async`]: crate::Breaker::call_any_async"
+)]
+#![cfg_attr(
+    not(feature = "async"),
+    doc = "[`Breaker::call_any_async`]: https://docs.rs/fusebox/latest/fusebox/struct.Breaker.html#method.call_any_async"
 )]
 #![cfg_attr(feature = "chain", doc = "[`chain`]: crate::chain")]
 #![cfg_attr(
@@ -303,6 +333,8 @@ mod error;
 mod events;
 #[cfg(feature = "redis")]
 pub mod fleet;
+#[cfg(feature = "async")]
+mod future;
 mod gate;
 mod histogram;
 #[cfg(feature = "http")]
@@ -327,6 +359,8 @@ pub mod registry;
 #[cfg(feature = "retry")]
 pub mod retry;
 mod seam;
+#[cfg(feature = "tower")]
+pub mod tower;
 // `Serialize` for snapshots: the `serde` feature's promise, and the shape
 // the admin endpoint serves.
 #[cfg(any(feature = "serde", feature = "admin"))]
@@ -352,6 +386,8 @@ pub use classify::{Classifier, ErrorView, ResultClassifier, Verdict};
 pub use config::{BreakerBuilder, BreakerConfig};
 pub use error::{CallError, IsStdError, Rejected};
 pub use events::{Delivery, Iter, Reason, StateChange, Subscription, TryIter};
+#[cfg(feature = "async")]
+pub use future::Guarded;
 pub use histogram::CallDurations;
 pub use latency::LatencyTrip;
 pub use permit::{OwnedPermit, Permit};

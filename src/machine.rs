@@ -64,6 +64,8 @@ pub(crate) struct Totals {
     pub(crate) failures: u64,
     pub(crate) ignored: u64,
     pub(crate) slow: u64,
+    /// Calls cancelled before they finished: not in `calls`.
+    pub(crate) cancelled: u64,
 }
 
 // The gate (`src/gate.rs`): one word that lets the hot path decide without
@@ -468,23 +470,7 @@ impl Machine {
         let expired = self.expire(now);
         // A failure in a maintenance window touches no counter.
         if self.recovering.is_neutral(now, outcome) {
-            if let Ticket::Probe { id } = ticket {
-                // A round past a probe's deadline has failed whatever the
-                // report says, a neutral one included: it re-opens, as it
-                // has read since that deadline.
-                if self.is_current(ticket) && self.a_probe_expired(now) {
-                    return Some(self.reopen(now, Reason::ProbeExpired));
-                }
-                let mine = |p: &Option<Probe>| p.is_some_and(|p| p.id == id);
-                if let Some(slot) = self.probes.iter_mut().find(|p| mine(p)) {
-                    // Like an ignored probe, it gives its place back: with a
-                    // probe cap or a rate round, a neutral probe must not
-                    // use up the half-open period.
-                    *slot = None;
-                    self.probes_admitted = self.probes_admitted.saturating_sub(1);
-                }
-            }
-            return expired;
+            return self.give_back(now, ticket).or(expired);
         }
         let slow = outcome == Verdict::Success && elapsed > self.slow_after();
         let t = &mut self.totals;
@@ -530,6 +516,37 @@ impl Machine {
                 self.probe_outcome(now, outcome, slow_probe, elapsed)
             }
         }
+    }
+
+    /// Records that a call admitted with `ticket` was cancelled at `now`: it
+    /// ended without an outcome (an async caller's future dropped before it
+    /// finished). Neither a success nor a failure, it touches no window and
+    /// no run; a probe gives its place back, as an ignored one does.
+    pub(crate) fn cancel(&mut self, now: u64, ticket: Ticket) -> Option<Transition> {
+        let expired = self.expire(now);
+        self.totals.cancelled += 1;
+        self.give_back(now, ticket).or(expired)
+    }
+
+    /// A probe that reports no outcome (a failure made neutral by a
+    /// maintenance window, a cancelled call) gives its place back: with a
+    /// probe cap or a rate round, it must not use up the half-open period.
+    /// Unless the round is past a probe's deadline: then it has failed
+    /// whatever the report says, and re-opens, as it has read since that
+    /// deadline.
+    fn give_back(&mut self, now: u64, ticket: Ticket) -> Option<Transition> {
+        let Ticket::Probe { id } = ticket else {
+            return None;
+        };
+        if self.is_current(ticket) && self.a_probe_expired(now) {
+            return Some(self.reopen(now, Reason::ProbeExpired));
+        }
+        let mine = |p: &Option<Probe>| p.is_some_and(|p| p.id == id);
+        if let Some(slot) = self.probes.iter_mut().find(|p| mine(p)) {
+            *slot = None;
+            self.probes_admitted = self.probes_admitted.saturating_sub(1);
+        }
+        None
     }
 
     /// Whether `ticket` was admitted in the current closed period or as one
@@ -1342,6 +1359,46 @@ mod tests {
         };
         m.record(now, ticket, Verdict::Failure, 0)
             .expect("a failed probe re-opens")
+    }
+
+    #[test]
+    fn a_cancelled_call_is_neither_success_nor_failure_and_a_cancelled_probe_gives_its_place_back()
+    {
+        let s = Settings {
+            failure_threshold: Some(1),
+            half_open_max_probes: Some(1),
+            ..Settings::default()
+        };
+        let mut m = Machine::new(Arc::new(s), &Recovery::default(), 1, SEC);
+        assert!(m.cancel(SEC, closed(&m)).is_none());
+        assert_eq!((m.totals.calls, m.totals.cancelled), (0, 1));
+        assert!(quiet(&m), "no run to reset, no window touched");
+
+        m.record(SEC, closed(&m), Verdict::Failure, 0)
+            .expect("trips");
+        let later = 100 * SEC;
+        let (Admit::Go(probe), _) = m.admit(later) else {
+            panic!("the probe is refused");
+        };
+        assert!(
+            matches!(m.admit(later).0, Admit::Refuse { .. }),
+            "one probe"
+        );
+        assert!(m.cancel(later, probe).is_none(), "decides nothing");
+        assert_eq!(m.state, State::HalfOpen);
+        let (Admit::Go(next), _) = m.admit(later) else {
+            panic!("the cancelled probe kept its place");
+        };
+        let t = m.record(later, next, Verdict::Success, 0).expect("closes");
+        assert_eq!(t.to, State::Closed);
+        assert_eq!(m.totals.cancelled, 2);
+        assert_eq!(
+            m.probe_totals,
+            ProbeTotals {
+                successes: 1,
+                ..ProbeTotals::default()
+            }
+        );
     }
 
     #[test]

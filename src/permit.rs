@@ -150,6 +150,51 @@ impl<'a> Permit<'a> {
     }
 }
 
+impl Permit<'_> {
+    /// This permit set aside, reporting nothing, while its call is out of
+    /// the caller's hands: an async caller's future between two polls
+    /// (`src/future.rs`).
+    // Only the async guards (feature `async`) park permits; the core does
+    // not change shape with the features.
+    #[allow(dead_code)]
+    #[inline(always)]
+    pub(crate) fn park(self) -> Parked {
+        let this = ManuallyDrop::new(self);
+        Parked {
+            ticket: this.ticket,
+            started: this.started,
+        }
+    }
+}
+
+/// A [`Permit`] set aside between two polls of the future it guards: what
+/// the permit holds, and no borrow of the breaker, so that the future that
+/// keeps it may own its breaker or borrow it. Dropped, it reports nothing:
+/// its keeper [`resume`](Self::resume)s it, to report an outcome, or
+/// [`cancel`](Self::cancel)s it.
+#[derive(Debug)]
+pub(crate) struct Parked {
+    ticket: Ticket,
+    started: u64,
+}
+
+// Only the async guards (feature `async`) park permits.
+#[allow(dead_code)]
+impl Parked {
+    /// The permit again, from the breaker that issued it.
+    #[inline(always)]
+    pub(crate) fn resume(self, breaker: &Breaker) -> Permit<'_> {
+        Permit::new(breaker, self.ticket, self.started)
+    }
+
+    /// The call ended without an outcome: its future was dropped before it
+    /// finished. Neither a success nor a failure; a probe gives its place
+    /// back.
+    pub(crate) fn cancel(self, breaker: &Breaker) {
+        breaker.cancel(self.ticket);
+    }
+}
+
 impl OwnedPermit {
     /// Records the outcome once; the drop then only lets go of the breaker
     /// handle (a `ManuallyDrop` here would leak the breaker).

@@ -51,13 +51,14 @@ impl Serialize for FailureCause {
 
 impl Serialize for Totals {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut out = s.serialize_struct("Totals", 6)?;
+        let mut out = s.serialize_struct("Totals", 7)?;
         out.serialize_field("calls", &self.calls)?;
         out.serialize_field("successes", &self.successes)?;
         out.serialize_field("failures", &self.failures)?;
         out.serialize_field("ignored", &self.ignored)?;
         out.serialize_field("slow", &self.slow)?;
         out.serialize_field("short_circuits", &self.short_circuits)?;
+        out.serialize_field("cancelled", &self.cancelled)?;
         out.end()
     }
 }

@@ -24,6 +24,12 @@ pub struct Totals {
     /// Calls refused without being attempted: the number of times the
     /// caller had to take its fallback.
     pub short_circuits: u64,
+    /// Calls admitted and dropped before they finished: an async caller's
+    /// future cancelled (a `select!` that took another branch, a timeout
+    /// around the guarded future, a task aborted). Neither a success nor a
+    /// failure, and not in [`calls`](Self::calls): nothing is known of how
+    /// the dependency would have answered.
+    pub cancelled: u64,
 }
 
 /// Half-open probes by outcome, over the breaker's life. Like [`Totals`]

@@ -138,6 +138,7 @@ impl Breaker {
                 ignored: v.totals.ignored,
                 slow: v.totals.slow,
                 short_circuits: self.inner.gate.counts().refusals(),
+                cancelled: v.totals.cancelled,
             },
             time_in_state: Duration::from_nanos(v.in_state),
             probes_in_flight: v.probes_in_flight,
@@ -147,13 +148,13 @@ impl Breaker {
             // without the lock included once `lock()` has taken them: the
             // difference is what is out (a success counted between that take
             // and now still shows as out). A failure made neutral by a
-            // maintenance window reports outside the totals.
+            // maintenance window and a cancelled call report outside the
+            // totals' calls.
             calls_in_flight: self.inner.hot().counts_admitted.then(|| {
-                self.inner
-                    .gate
-                    .counts()
-                    .admitted()
-                    .saturating_sub(v.totals.calls.saturating_add(v.neutral_failures))
+                let reported = (v.totals.calls)
+                    .saturating_add(v.neutral_failures)
+                    .saturating_add(v.totals.cancelled);
+                self.inner.gate.counts().admitted().saturating_sub(reported)
             }),
             opened_by,
             latency_percentile: v.latency_percentile,

@@ -927,6 +927,38 @@ fn print_paired() {
         row(what, "cheapest", paired(call!(with), call!(cheap)));
         assert_eq!(with.state(), State::Closed);
     }
+    // A guarded future, polled once with a no-op waker (no runtime), against
+    // `call` with the same work, and against the peers' async wrappers.
+    macro_rules! call_async {
+        ($b:expr) => {
+            || {
+                let _ = black_box(ready_now($b.call_async(async { work() })));
+            }
+        };
+    }
+    let fc_async = failsafe_consecutive(HOUR);
+    let r_async = recloser::AsyncRecloser::from(recloser_default());
+    for (what, b) in [
+        ("guarded future, cheapest", &cheap),
+        ("guarded future, default", &default),
+    ] {
+        row(what, "breaker.call", paired(call_async!(b), call!(b)));
+        row(
+            what,
+            "failsafe consecutive future",
+            paired(call_async!(b), || {
+                let f = failsafe::futures::CircuitBreaker::call(&fc_async, async { work() });
+                let _ = black_box(ready_now(f));
+            }),
+        );
+        row(
+            what,
+            "recloser future",
+            paired(call_async!(b), || {
+                let _ = black_box(ready_now(r_async.call(async { work() })));
+            }),
+        );
+    }
     let raw_deadline = clock.raw() + (hour as f64 * ticks_per_nano(&clock)) as u64;
     let raw_gate = AtomicU64::new((raw_deadline << 2) | OPEN_GATE);
     row(
@@ -1006,6 +1038,17 @@ fn print_paired() {
     );
     assert_eq!(open_cheap.state(), State::Open);
     assert_eq!(default.state(), State::Closed);
+}
+
+/// The output of a future that is ready at its first poll, polled with a
+/// waker that does nothing, as a runtime would poll it.
+#[inline(always)]
+fn ready_now<F: std::future::Future>(future: F) -> F::Output {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match std::pin::pin!(future).poll(&mut cx) {
+        std::task::Poll::Ready(output) => output,
+        std::task::Poll::Pending => unreachable!("the bench's futures are ready at once"),
+    }
 }
 
 /// The clock's raw ticks per nanosecond.

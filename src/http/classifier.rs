@@ -45,6 +45,7 @@ pub enum TooManyRequests {
 /// | body or header over the caller's size limit (`BodyExceedsLimit`, `LargeResponseHeader`) | ignored: a limit the caller chose |
 /// | local TLS material (`Pem`, `Der`), cookies, JSON, charset, MIME | ignored: the caller's side |
 /// | a later ureq variant this version does not know | failure: ureq adds transport errors |
+/// | an async runtime's timeout: tokio's `time::error::Elapsed`, tower's `timeout::error::Elapsed` (an error whose `Debug` names it `Elapsed`) | failure |
 /// | a bare `io::Error` (a body read through `io::Read`) | failure if `TimedOut`, `WouldBlock` (a socket read timeout on Unix), `ConnectionRefused`, `ConnectionReset`, `ConnectionAborted`, `NotConnected`, `BrokenPipe`, `UnexpectedEof` or `AddrNotAvailable`; else ignored |
 /// | any other error | ignored: not an HTTP error, the caller's own |
 ///
@@ -127,6 +128,11 @@ impl HttpClassifier {
             }
             if let Some(e) = e.downcast_ref::<io::Error>() {
                 return self.verdict_for_io(e);
+            }
+            // An async runtime's timeout, tokio's or tower's, which this
+            // crate does not depend on: both are a struct named `Elapsed`.
+            if type_name(e).as_str() == "Elapsed" {
+                return Verdict::Failure;
             }
             cur = e.source();
         }
@@ -236,6 +242,12 @@ impl From<HttpClassifier> for Classifier {
 /// The name of `e`'s variant, read from its derived `Debug` output into a
 /// fixed buffer: no allocation, whatever the payload.
 fn variant_name(e: &ureq::Error) -> Name {
+    type_name(e)
+}
+
+/// The name a derived `Debug` output starts with (a struct's, or an enum
+/// variant's), read into a fixed buffer: no allocation, whatever follows.
+fn type_name(e: &dyn fmt::Debug) -> Name {
     let mut name = Name::default();
     // The writer stops at the first byte that cannot be part of the name,
     // which makes `write!` return an error: that is the expected way out.

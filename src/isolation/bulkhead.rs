@@ -218,16 +218,8 @@ impl Bulkhead {
         &'a self,
         breaker: &'a Breaker,
     ) -> Result<(Permit<'a>, Slot<'a>), Refusal> {
-        let inner = &*self.inner;
-        if inner.max_wait.is_zero()
-            && inner.slots.in_use.load(Ordering::Relaxed) >= inner.limit
-            && breaker.state() == State::Closed
-        {
-            // Full, and the breaker would admit: refused without asking it,
-            // since its permit would only be handed back, and handing back
-            // a closed permit takes the breaker's lock. Saturated callers
-            // then never contend on it.
-            return Err(Refusal::Full(self.refuse(Duration::ZERO)));
+        if self.inner.max_wait.is_zero() {
+            return self.admit_at_once(breaker);
         }
         let permit = breaker.try_acquire().map_err(Refusal::Rejected)?;
         if let Some(slot) = self.enter_now() {
@@ -238,6 +230,36 @@ impl Bulkhead {
         let slot = self.enter_waiting().map_err(Refusal::Full)?;
         let permit = breaker.try_acquire().map_err(Refusal::Rejected)?;
         Ok((permit, slot))
+    }
+
+    /// [`admit`](Self::admit) without waiting for a slot, whatever
+    /// `max_wait` says: what a caller that must not block gets (a future,
+    /// `src/isolation/future.rs`), and what every caller gets with no
+    /// `max_wait`.
+    #[inline]
+    pub(super) fn admit_at_once<'a>(
+        &'a self,
+        breaker: &'a Breaker,
+    ) -> Result<(Permit<'a>, Slot<'a>), Refusal> {
+        let inner = &*self.inner;
+        if inner.slots.in_use.load(Ordering::Relaxed) >= inner.limit
+            && breaker.state() == State::Closed
+        {
+            // Full, and the breaker would admit: refused without asking it,
+            // since its permit would only be handed back, and handing back
+            // a closed permit takes the breaker's lock. Saturated callers
+            // then never contend on it.
+            return Err(Refusal::Full(self.refuse(Duration::ZERO)));
+        }
+        let permit = breaker.try_acquire().map_err(Refusal::Rejected)?;
+        match self.enter_now() {
+            Some(slot) => Ok((permit, slot)),
+            None => {
+                // Full: the permit goes back unused.
+                permit.ignore();
+                Err(Refusal::Full(self.refuse(Duration::ZERO)))
+            }
+        }
     }
 
     /// A slot if one is free now.

@@ -22,6 +22,9 @@
 //!
 //! Every layer is built on the breaker's public face ([`Breaker::try_acquire`]
 //! and [`Permit`](crate::Permit)); none reaches into its state machine.
+//! With the `async` feature, `Bulkhead::call_async` and
+//! `Isolated::call_async` guard a future: a slot taken at its first poll,
+//! never waited for, given back when the future ends or is dropped.
 //! `docs/isolation.md` has the picture and when to use each.
 //!
 //! [`Breaker::try_acquire`]: crate::Breaker::try_acquire
@@ -30,6 +33,8 @@ mod bulkhead;
 mod dead_letter;
 mod deadline;
 mod error;
+#[cfg(feature = "async")]
+mod future;
 mod isolated;
 mod lanes;
 
@@ -40,6 +45,8 @@ pub use dead_letter::{
 };
 pub use deadline::{DeadlinePool, DeadlinePoolBuilder, DeadlinePoolSnapshot};
 pub use error::{BuildError, Full, IsolationError, Layer, TimedOut};
+#[cfg(feature = "async")]
+pub use future::IsolatedFuture;
 pub use isolated::Isolated;
 
 /// The Rust examples of `docs/isolation.md`, compiled and run as doctests.

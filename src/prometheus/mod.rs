@@ -3,7 +3,7 @@
 //! The metrics are read from each breaker's [`Snapshot`] when the registry
 //! is scraped: nothing is counted twice, and the hot path carries no metric
 //! of its own. Every series is labelled with `breaker` (the name) and
-//! `call_path`; a breaker writes 32 series, one more each with a latency
+//! `call_path`; a breaker writes 33 series, one more each with a latency
 //! policy (once its first window is full) or an expiring override, and 20
 //! more if it times its calls (the histogram with its 16 default buckets,
 //! and the slow-call ratio).
@@ -15,6 +15,7 @@
 //! | `fusebox_breaker_critical` | gauge | 1 for a breaker the registry marks critical (`/health` depends on it), else 0 |
 //! | `fusebox_breaker_in_maintenance` | gauge | 1 inside a declared maintenance window, else 0 |
 //! | `fusebox_breaker_calls_total{outcome}` | counter | calls by outcome: `success`, `failure`, `ignored` |
+//! | `fusebox_breaker_cancelled_calls_total` | counter | calls admitted and dropped before they finished (an async caller's future cancelled): neither success nor failure ([`Totals::cancelled`](crate::Totals::cancelled)) |
 //! | `fusebox_breaker_slow_calls_total` | counter | successful calls slower than `slow_call_duration` |
 //! | `fusebox_breaker_short_circuits_total` | counter | calls refused without being attempted |
 //! | `fusebox_breaker_trips_total` | counter | outages the breaker opened for on its own: openings from closed ([`Snapshot::trips`]) |
@@ -348,6 +349,14 @@ fn breakers(registry: &Registry, encoder: &mut DescriptorEncoder<'_>) -> Result<
         "fusebox_breaker_slow_calls",
         "Successful calls slower than slow_call_duration.",
         |s| s.totals.slow,
+    )?;
+    counters(
+        e,
+        &rows,
+        "fusebox_breaker_cancelled_calls",
+        "Calls admitted and dropped before they finished (an async caller's future cancelled): \
+         neither success nor failure.",
+        |s| s.totals.cancelled,
     )?;
     counters(
         e,

@@ -92,7 +92,7 @@ fn a_snapshot_serializes_every_field_durations_in_seconds() {
     assert_eq!(
         value["totals"],
         json!({"calls": 3, "successes": 1, "failures": 2, "ignored": 0, "slow": 0,
-               "short_circuits": 0})
+               "short_circuits": 0, "cancelled": 0})
     );
     assert_eq!(
         value["opened_by"],

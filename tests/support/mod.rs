@@ -10,6 +10,8 @@
 // Each binary uses its own part of it.
 #![allow(dead_code)]
 
+#[cfg(feature = "async")]
+pub mod async_http;
 pub mod breaker;
 pub mod certs;
 pub mod counting_alloc;
