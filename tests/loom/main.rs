@@ -1,5 +1,5 @@
 //! Lock-free protocols under the loom model checker; built only under
 //! `RUSTFLAGS="--cfg loom"` (`scripts/check` runs it).
 
-mod gate;
 mod delivery;
+mod gate;
