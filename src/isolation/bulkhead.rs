@@ -1,4 +1,5 @@
-//! The bulkhead: at most N calls to one dependency at a time.
+//! The bulkhead: at most N calls to one dependency at a time, N fixed or
+//! adaptive, shared by lanes or not.
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -8,19 +9,27 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use super::adaptive::{Adaptive, AdaptiveLimit, Timed};
 use super::error::{at_least_one, settle, Full, IsolationError, Layer};
+use super::shares::{field, guarantees, total, Shares, MAX_LANES, MAX_LIMIT};
+use crate::name::Inline;
 use crate::{Breaker, ConfigError, Permit, State};
 
 /// At most `max_concurrent` calls to one dependency at a time, so that a
-/// slow dependency cannot hold every thread of the process.
+/// slow dependency cannot hold every thread of the process; with
+/// [`adaptive`](BulkheadBuilder::adaptive), a limit that falls when the
+/// dependency slows down and grows back when it recovers; with
+/// [`lane`](BulkheadBuilder::lane)s, a guaranteed share of the limit for
+/// each kind of call, one of them shed last.
 ///
-/// A caller beyond the limit is refused at once, or after waiting at most
-/// `max_wait` for a slot, with [`Full`]: nothing was attempted, and the
-/// refusal is never counted as the dependency's failure. A call that panics
-/// counts as the breaker's failure and gives its slot back; the panic
-/// unwinds to the caller.
+/// A caller beyond the limit is refused at once, or (with a fixed limit)
+/// after waiting at most `max_wait` for a slot, with [`Full`]: nothing was
+/// attempted, and the refusal is never counted as the dependency's failure.
+/// A call that panics counts as the breaker's failure and gives its slot
+/// back; the panic unwinds to the caller.
 ///
-/// Cheap to clone (the clones share one bulkhead), `Send + Sync`.
+/// Cheap to clone (the clones share one bulkhead), `Send + Sync`. A clone
+/// made by [`lane`](Self::lane) calls in that lane.
 ///
 /// ```
 /// use fusebox::isolation::Bulkhead;
@@ -40,34 +49,52 @@ use crate::{Breaker, ConfigError, Permit, State};
 ///
 /// # Cost
 ///
-/// Admission is one compare-and-swap on the count of slots in use (one line
-/// shared by every caller of this bulkhead) and one relaxed load of the
-/// peak; release is one atomic decrement and one load of the waiter count.
-/// No lock and no allocation unless a caller waits. A refusal with a closed
+/// Admission is one compare-and-swap on the counts of slots in use (one
+/// line shared by every caller of this bulkhead) after a load of the limit,
+/// and one relaxed load of the peak; release is one atomic subtraction and
+/// one load of the waiter count. No lock and no allocation unless a caller
+/// waits. An adaptive bulkhead adds a per-thread count to each admission,
+/// and times one admission in `2^k` (two clock reads, and a word of its
+/// table of calls in flight), `k` following the call rate; every admission
+/// once it is a quarter full (`docs/isolation.md`). A refusal with a closed
 /// breaker is two atomic loads and a relaxed increment; with a breaker in
 /// any other state the breaker is asked first, and a permit it grants is
-/// handed back with [`Permit::ignore`] (one lock round trip in the
-/// breaker). A caller that waits takes a lock and parks on a condition
-/// variable; a release then takes the same lock to wake one waiter.
+/// handed back unused (one lock round trip in the breaker). A caller that
+/// waits takes a lock and parks on a condition variable; a release then
+/// takes the same lock to wake one waiter.
 #[derive(Clone)]
 pub struct Bulkhead {
     inner: Arc<Inner>,
+    /// The lane this handle's calls take: 0, the first, unless made by
+    /// [`lane`](Self::lane).
+    lane: usize,
 }
 
 struct Inner {
     slots: Slots,
-    name: crate::name::Inline,
-    limit: usize,
+    name: Inline,
+    max_concurrent: usize,
     max_wait: Duration,
-    refusals: AtomicU64,
+    /// Empty without lanes.
+    lanes: Box<[Lane]>,
+    /// Each lane's share, in lane order (empty without lanes).
+    shares: Box<[f64]>,
+    shed_last: usize,
+    refusals: [AtomicU64; MAX_LANES],
+    adaptive: Option<Adaptive>,
     lock: Mutex<()>,
     freed: Condvar,
+}
+
+struct Lane {
+    name: Inline,
+    share: f64,
 }
 
 /// What every admission and release touches, on a line of its own.
 #[repr(align(128))]
 struct Slots {
-    in_use: AtomicUsize,
+    shares: Shares,
     peak: AtomicUsize,
     waiters: AtomicUsize,
 }
@@ -80,26 +107,69 @@ struct Slots {
 /// |---|---|
 /// | `max_concurrent` | required |
 /// | `max_wait` | zero: a caller beyond the limit is refused at once |
+/// | `adaptive` | none: the limit is `max_concurrent` |
+/// | `lane` | none: every call shares the whole limit |
+/// | `shed_last` | required with lanes |
+/// | `clock` | quanta's monotonic clock |
 #[derive(Clone, Debug)]
 #[must_use = "a builder does nothing until build() is called"]
 pub struct BulkheadBuilder {
     name: String,
     max_concurrent: Option<usize>,
     max_wait: Duration,
+    adaptive: Option<AdaptiveLimit>,
+    lanes: Vec<(String, f64)>,
+    shed_last: Option<String>,
+    clock: Option<quanta::Clock>,
 }
 
 impl BulkheadBuilder {
-    /// The most calls in flight at once. Required; at least 1.
+    /// The most calls in flight at once: the limit, or with
+    /// [`adaptive`](Self::adaptive) the most it grows to (and where it
+    /// starts). Required; 1 to 16,384.
     pub fn max_concurrent(mut self, n: usize) -> Self {
         self.max_concurrent = Some(n);
         self
     }
 
-    /// How long a caller beyond the limit may wait for a slot before it is
-    /// refused. Zero (the default) refuses at once, which is what a thread
-    /// with its own deadline usually wants.
+    /// How long a caller beyond a fixed limit may wait for a slot before
+    /// it is refused. Zero (the default) refuses at once, which is what a
+    /// thread with its own deadline usually wants; an adaptive limit
+    /// always refuses at once.
     pub fn max_wait(mut self, wait: Duration) -> Self {
         self.max_wait = wait;
+        self
+    }
+
+    /// Moves the limit with the dependency's latency, between the floor of
+    /// `limit` and `max_concurrent` ([`AdaptiveLimit`]).
+    pub fn adaptive(mut self, limit: AdaptiveLimit) -> Self {
+        self.adaptive = Some(limit);
+        self
+    }
+
+    /// Adds a lane: calls made through [`Bulkhead::lane`]`(name)` are
+    /// guaranteed `share` of the limit (rounded down; the lane named by
+    /// [`shed_last`](Self::shed_last) gets the rest), and may borrow what
+    /// other lanes leave idle. The bulkhead `build` returns calls in the
+    /// first lane added. At most 4 lanes, with names that follow the rules
+    /// of a breaker's name; each share within (0, 1], together at most 1.
+    pub fn lane(mut self, name: impl Into<String>, share: f64) -> Self {
+        self.lanes.push((name.into(), share));
+        self
+    }
+
+    /// The lane that keeps its guarantee longest as the limit falls: it is
+    /// guaranteed whatever the others' shares leave. Required with lanes.
+    pub fn shed_last(mut self, lane: impl Into<String>) -> Self {
+        self.shed_last = Some(lane.into());
+        self
+    }
+
+    /// The clock an adaptive limit times calls on (`quanta::Clock::mock()`
+    /// in tests).
+    pub fn clock(mut self, clock: quanta::Clock) -> Self {
+        self.clock = Some(clock);
         self
     }
 
@@ -107,8 +177,9 @@ impl BulkheadBuilder {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::Missing`] without `max_concurrent`;
-    /// [`ConfigError::Invalid`] when it is zero.
+    /// [`ConfigError::Missing`] without `max_concurrent`, or with lanes and
+    /// no `shed_last`; [`ConfigError::Invalid`] naming the setting that
+    /// breaks a rule above.
     pub fn build(self) -> Result<Bulkhead, ConfigError> {
         // The same rules as a breaker's name: it goes into refusals and logs.
         crate::name::check(&self.name)?;
@@ -119,39 +190,186 @@ impl BulkheadBuilder {
         if limit == 0 {
             return Err(at_least_one("max_concurrent", limit));
         }
+        crate::check::check(
+            "max_concurrent",
+            limit <= MAX_LIMIT,
+            "must be at most 16384",
+            limit,
+        )?;
+        let adaptive = match &self.adaptive {
+            Some(a) => {
+                crate::check::check(
+                    "max_wait",
+                    self.max_wait.is_zero(),
+                    "must be zero with an adaptive limit, which refuses at once",
+                    crate::duration::display(self.max_wait),
+                )?;
+                let settings = a.check(limit)?;
+                Some(Adaptive::new(settings, a.floor_value(), self.clock.clone()))
+            }
+            None => None,
+        };
+        let (lanes, shed_last) = self.check_lanes()?;
+        let shares: Box<[f64]> = lanes.iter().map(|l| l.share).collect();
         Ok(Bulkhead {
             inner: Arc::new(Inner {
                 slots: Slots {
-                    in_use: AtomicUsize::new(0),
+                    shares: Shares::new(guarantees(limit, &shares, shed_last)),
                     peak: AtomicUsize::new(0),
                     waiters: AtomicUsize::new(0),
                 },
-                name: crate::name::Inline::new(&self.name),
-                limit,
+                name: Inline::new(&self.name),
+                max_concurrent: limit,
                 max_wait: self.max_wait,
-                refusals: AtomicU64::new(0),
+                lanes,
+                shares,
+                shed_last,
+                refusals: std::array::from_fn(|_| AtomicU64::new(0)),
+                adaptive,
                 lock: Mutex::new(()),
                 freed: Condvar::new(),
             }),
+            lane: 0,
         })
+    }
+
+    /// The lanes, checked, and the index of the one shed last.
+    fn check_lanes(&self) -> Result<(Box<[Lane]>, usize), ConfigError> {
+        use crate::check::check;
+        check(
+            "lane",
+            self.lanes.len() <= MAX_LANES,
+            "at most 4 lanes",
+            self.lanes.len(),
+        )?;
+        let mut sum = 0.0;
+        for (i, (name, share)) in self.lanes.iter().enumerate() {
+            crate::name::check(name).map_err(|e| match e {
+                ConfigError::Invalid { rule, value, .. } => ConfigError::Invalid {
+                    field: "lane",
+                    rule,
+                    value,
+                },
+                other => other,
+            })?;
+            check(
+                "lane",
+                !self.lanes[..i].iter().any(|(n, _)| n == name),
+                "names must differ",
+                crate::text::shown(name),
+            )?;
+            crate::check::check_rate("lane", *share)?;
+            sum += share;
+        }
+        check(
+            "lane",
+            sum <= 1.0 + 1e-9,
+            "shares must add up to at most 1",
+            sum,
+        )?;
+        let shed_last = match (&self.shed_last, self.lanes.is_empty()) {
+            (None, true) => 0,
+            (None, false) => {
+                return Err(ConfigError::Missing {
+                    field: "shed_last",
+                    why: "with lanes, one is shed last: name the one whose calls matter most",
+                })
+            }
+            (Some(lane), _) => self
+                .lanes
+                .iter()
+                .position(|(n, _)| n == lane)
+                .ok_or_else(|| ConfigError::Invalid {
+                    field: "shed_last",
+                    rule: "must name a lane",
+                    value: crate::text::shown(lane).to_string(),
+                })?,
+        };
+        let lanes = self
+            .lanes
+            .iter()
+            .map(|(name, share)| Lane {
+                name: Inline::new(name),
+                share: *share,
+            })
+            .collect();
+        Ok((lanes, shed_last))
     }
 }
 
 /// A point-in-time view of a [`Bulkhead`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(any(feature = "serde", feature = "admin"), derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct BulkheadSnapshot {
     /// The bulkhead's name.
     pub name: std::sync::Arc<str>,
-    /// Its limit.
+    /// Its `max_concurrent`: the limit, or the most an adaptive limit grows
+    /// to.
     pub max_concurrent: usize,
+    /// The limit now (`max_concurrent` unless adaptive).
+    pub limit: usize,
     /// Slots in use now.
     pub in_use: usize,
     /// The most slots ever in use at once.
     pub peak: usize,
     /// Callers refused for want of a slot, over the bulkhead's life.
     pub refusals: u64,
+    /// What moves an adaptive limit; `None` for a fixed one.
+    pub adaptive: Option<AdaptiveSnapshot>,
+    /// Each lane, in the order they were added; empty without lanes.
+    pub lanes: Vec<LaneSnapshot>,
+}
+
+/// What moves an adaptive limit, as a [`BulkheadSnapshot`] shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(any(feature = "serde", feature = "admin"), derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct AdaptiveSnapshot {
+    /// The least the limit falls to.
+    pub floor: usize,
+    /// The last judged window's latency: the median of its returned calls
+    /// and of the ages of the calls then in flight. `None` before the first.
+    #[cfg_attr(
+        any(feature = "serde", feature = "admin"),
+        serde(rename = "latency_seconds", serialize_with = "seconds")
+    )]
+    pub latency: Option<Duration>,
+    /// The baseline the windows are judged against. `None` before the
+    /// first window.
+    #[cfg_attr(
+        any(feature = "serde", feature = "admin"),
+        serde(rename = "baseline_seconds", serialize_with = "seconds")
+    )]
+    pub baseline: Option<Duration>,
+}
+
+/// One lane of a [`BulkheadSnapshot`].
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(any(feature = "serde", feature = "admin"), derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct LaneSnapshot {
+    /// The lane's name.
+    pub name: std::sync::Arc<str>,
+    /// Its share of the limit.
+    pub share: f64,
+    /// Whether it is the lane shed last.
+    pub shed_last: bool,
+    /// The slots it is guaranteed at the limit now.
+    pub guaranteed: usize,
+    /// Its calls in flight now.
+    pub in_use: usize,
+    /// Its callers refused, over the bulkhead's life.
+    pub refusals: u64,
+}
+
+/// A duration as seconds, as the crate's snapshots serialize.
+#[cfg(any(feature = "serde", feature = "admin"))]
+fn seconds<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_some(&d.as_secs_f64()),
+        None => s.serialize_none(),
+    }
 }
 
 impl Bulkhead {
@@ -161,12 +379,30 @@ impl Bulkhead {
             name: name.into(),
             max_concurrent: None,
             max_wait: Duration::ZERO,
+            adaptive: None,
+            lanes: Vec::new(),
+            shed_last: None,
+            clock: None,
         }
     }
 
     /// The bulkhead's name.
     pub fn name(&self) -> &str {
         self.inner.name.as_str()
+    }
+
+    /// This bulkhead, calling in lane `name`: `None` if it has no lane of
+    /// that name. Cheap: a clone of the handle.
+    pub fn lane(&self, name: &str) -> Option<Bulkhead> {
+        let lane = self
+            .inner
+            .lanes
+            .iter()
+            .position(|l| l.name.as_str() == name)?;
+        Some(Bulkhead {
+            inner: Arc::clone(&self.inner),
+            lane,
+        })
     }
 
     /// Takes a slot, waiting at most `max_wait` for one. The slot is given
@@ -177,9 +413,10 @@ impl Bulkhead {
     /// [`Full`] when no slot came free in time.
     #[inline]
     pub fn try_enter(&self) -> Result<Slot<'_>, Full> {
-        match self.enter_now() {
-            Some(slot) => Ok(slot),
-            None => self.enter_waiting(),
+        let tick = self.tick();
+        match self.enter_now(tick) {
+            Ok(slot) => Ok(slot),
+            Err(guarantees) => self.enter_waiting(guarantees, tick),
         }
     }
 
@@ -188,10 +425,10 @@ impl Bulkhead {
     ///
     /// The breaker is asked first, so that a call it refuses never takes a
     /// slot. When the bulkhead is full, the breaker's permit is handed back
-    /// unused ([`Permit::ignore`]): the refusal is not the dependency's
-    /// failure. A caller that waits for a slot asks the breaker again once
-    /// it has one, so that the wait is not timed as the dependency's
-    /// latency and a probe is not held while nothing is being probed.
+    /// unused: the refusal is not the dependency's failure. A caller that
+    /// waits for a slot asks the breaker again once it has one, so that the
+    /// wait is not timed as the dependency's latency and a probe is not
+    /// held while nothing is being probed.
     ///
     /// A panic in `f` counts as the breaker's failure (its permit is
     /// dropped without an outcome), gives the slot back, and unwinds to the
@@ -220,58 +457,71 @@ impl Bulkhead {
     ) -> Result<(Permit<'a>, Slot<'a>), Refusal> {
         let inner = &*self.inner;
         if inner.max_wait.is_zero()
-            && inner.slots.in_use.load(Ordering::Relaxed) >= inner.limit
+            && inner.slots.shares.full(self.lane)
             && breaker.state() == State::Closed
         {
             // Full, and the breaker would admit: refused without asking it,
             // since its permit would only be handed back, and handing back
             // a closed permit takes the breaker's lock. Saturated callers
             // then never contend on it.
-            return Err(Refusal::Full(self.refuse(Duration::ZERO)));
+            let tick = self.tick();
+            let guarantees = inner.slots.shares.guarantees();
+            return Err(Refusal::Full(self.refuse(Duration::ZERO, guarantees, tick)));
         }
         let permit = breaker.try_acquire().map_err(Refusal::Rejected)?;
-        if let Some(slot) = self.enter_now() {
-            return Ok((permit, slot));
-        }
+        let tick = self.tick();
+        let guarantees = match self.enter_now(tick) {
+            Ok(slot) => return Ok((permit, slot)),
+            Err(guarantees) => guarantees,
+        };
         // Full: the permit goes back unused, whatever happens next.
-        permit.ignore();
-        let slot = self.enter_waiting().map_err(Refusal::Full)?;
+        permit.record(crate::Verdict::Ignore);
+        let slot = self
+            .enter_waiting(guarantees, tick)
+            .map_err(Refusal::Full)?;
         let permit = breaker.try_acquire().map_err(Refusal::Rejected)?;
         Ok((permit, slot))
     }
 
-    /// A slot if one is free now.
+    /// This thread's tick, when the admission or refusal it counts is one
+    /// an adaptive limit times; `None` otherwise, and always for a fixed
+    /// limit.
     #[inline(always)]
-    fn enter_now(&self) -> Option<Slot<'_>> {
-        let slots = &self.inner.slots;
-        let mut current = slots.in_use.load(Ordering::Relaxed);
-        loop {
-            if current >= self.inner.limit {
-                return None;
-            }
-            // SeqCst pairs with the release's load of `waiters`: see there.
-            match slots.in_use.compare_exchange_weak(
-                current,
-                current + 1,
-                Ordering::SeqCst,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => break,
-                Err(now) => current = now,
-            }
+    fn tick(&self) -> Option<u32> {
+        match &self.inner.adaptive {
+            Some(adaptive) => adaptive.tick(),
+            None => None,
         }
-        let n = current + 1;
-        if n > slots.peak.load(Ordering::Relaxed) {
-            slots.peak.fetch_max(n, Ordering::Relaxed);
+    }
+
+    /// A slot if one is free now, or the guarantees it was refused under.
+    #[inline(always)]
+    fn enter_now(&self, tick: Option<u32>) -> Result<Slot<'_>, u64> {
+        let inner = &*self.inner;
+        let (counts, guarantees) = inner.slots.shares.take(self.lane)?;
+        let n = total(counts) as usize;
+        if n > inner.slots.peak.load(Ordering::Relaxed) {
+            inner.slots.peak.fetch_max(n, Ordering::Relaxed);
         }
-        Some(Slot { bulkhead: self })
+        let timed = match &inner.adaptive {
+            // Counted in by the tick, or a bulkhead a quarter full: a vendor
+            // that stalls fills it, and then every call is tracked.
+            Some(adaptive) if tick.is_some() || 4 * n as u64 > total(guarantees) => {
+                Some(adaptive.start(tick.unwrap_or(n as u32)))
+            }
+            _ => None,
+        };
+        Ok(Slot {
+            bulkhead: self,
+            timed,
+        })
     }
 
     #[cold]
-    fn enter_waiting(&self) -> Result<Slot<'_>, Full> {
+    fn enter_waiting(&self, guarantees: u64, tick: Option<u32>) -> Result<Slot<'_>, Full> {
         let inner = &*self.inner;
         if inner.max_wait.is_zero() {
-            return Err(self.refuse(Duration::ZERO));
+            return Err(self.refuse(Duration::ZERO, guarantees, tick));
         }
         let start = Instant::now();
         // A wait too long to represent is a wait without end.
@@ -279,13 +529,13 @@ impl Bulkhead {
         let mut guard = inner.lock.lock();
         inner.slots.waiters.fetch_add(1, Ordering::SeqCst);
         let slot = loop {
-            if let Some(slot) = self.enter_now() {
+            if let Ok(slot) = self.enter_now(None) {
                 break Some(slot);
             }
             match deadline {
                 Some(deadline) => {
                     if inner.freed.wait_until(&mut guard, deadline).timed_out() {
-                        break self.enter_now();
+                        break self.enter_now(None).ok();
                     }
                 }
                 None => inner.freed.wait(&mut guard),
@@ -293,27 +543,46 @@ impl Bulkhead {
         };
         inner.slots.waiters.fetch_sub(1, Ordering::SeqCst);
         drop(guard);
-        slot.ok_or_else(|| self.refuse(start.elapsed()))
+        slot.ok_or_else(|| {
+            let guarantees = inner.slots.shares.guarantees();
+            self.refuse(start.elapsed(), guarantees, None)
+        })
     }
 
     #[cold]
-    fn refuse(&self, waited: Duration) -> Full {
-        self.inner.refusals.fetch_add(1, Ordering::Relaxed);
+    fn refuse(&self, waited: Duration, guarantees: u64, tick: Option<u32>) -> Full {
+        let inner = &*self.inner;
+        inner.refusals[self.lane].fetch_add(1, Ordering::Relaxed);
+        if let (Some(adaptive), Some(_)) = (&inner.adaptive, tick) {
+            // Counted in by the tick: a bulkhead whose calls have stopped
+            // returning is judged by the callers it refuses.
+            adaptive.look(inner.name, |limit| self.publish(limit));
+        }
         Full {
-            name: self.inner.name,
+            name: inner.name,
+            lane: inner.lanes.get(self.lane).map(|l| l.name),
             layer: Layer::Bulkhead,
-            limit: self.inner.limit,
+            limit: total(guarantees) as usize,
             waited,
         }
+    }
+
+    /// Shares a new limit out between the lanes.
+    fn publish(&self, limit: usize) {
+        let inner = &*self.inner;
+        inner
+            .slots
+            .shares
+            .publish(guarantees(limit, &inner.shares, inner.shed_last));
     }
 
     #[inline(always)]
     fn release(&self) {
         let inner = &*self.inner;
-        inner.slots.in_use.fetch_sub(1, Ordering::SeqCst);
+        inner.slots.shares.give_back(self.lane);
         // A waiter registers in `waiters` and then tries to take a slot,
         // both SeqCst, under the lock. If this load sees no waiter, the
-        // waiter's attempt comes after the decrement above and succeeds;
+        // waiter's attempt comes after the subtraction above and succeeds;
         // if it sees one, taking the lock here means the waiter is either
         // parked (and woken) or has not tried yet (and will succeed).
         if inner.slots.waiters.load(Ordering::SeqCst) != 0 {
@@ -322,26 +591,69 @@ impl Bulkhead {
         }
     }
 
-    /// Slots in use, the peak and the refusals. No lock: a few atomic loads.
+    /// A timed call returned.
+    #[cold]
+    fn finish(&self, timed: Timed) {
+        if let Some(adaptive) = &self.inner.adaptive {
+            adaptive.finish(timed, self.inner.name, |limit| self.publish(limit));
+        }
+    }
+
+    /// The limit, the slots in use, the peak and the refusals, and each
+    /// lane's. A few atomic loads; with an adaptive limit, also its lock
+    /// (which callers only ever try: none waits for a snapshot).
     pub fn snapshot(&self) -> BulkheadSnapshot {
         let inner = &*self.inner;
+        let counts = inner.slots.shares.counts();
+        let guarantees = inner.slots.shares.guarantees();
+        let refusals: [u64; MAX_LANES] =
+            std::array::from_fn(|i| inner.refusals[i].load(Ordering::Relaxed));
         BulkheadSnapshot {
             name: std::sync::Arc::from(inner.name.as_str()),
-            max_concurrent: inner.limit,
-            in_use: inner.slots.in_use.load(Ordering::Relaxed),
+            max_concurrent: inner.max_concurrent,
+            limit: total(guarantees) as usize,
+            in_use: total(counts) as usize,
             peak: inner.slots.peak.load(Ordering::Relaxed),
-            refusals: inner.refusals.load(Ordering::Relaxed),
+            refusals: refusals.iter().sum(),
+            adaptive: inner.adaptive.as_ref().map(|a| {
+                let seen = a.seen();
+                AdaptiveSnapshot {
+                    floor: seen.floor,
+                    latency: seen.latency,
+                    baseline: seen.baseline,
+                }
+            }),
+            lanes: inner
+                .lanes
+                .iter()
+                .enumerate()
+                .map(|(i, lane)| LaneSnapshot {
+                    name: std::sync::Arc::from(lane.name.as_str()),
+                    share: lane.share,
+                    shed_last: i == inner.shed_last,
+                    guaranteed: field(guarantees, i) as usize,
+                    in_use: field(counts, i) as usize,
+                    refusals: refusals[i],
+                })
+                .collect(),
         }
     }
 }
 
 impl fmt::Debug for Bulkhead {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Bulkhead")
-            .field("name", &self.inner.name)
-            .field("max_concurrent", &self.inner.limit)
-            .field("max_wait", &self.inner.max_wait)
-            .finish_non_exhaustive()
+        let inner = &*self.inner;
+        let mut d = f.debug_struct("Bulkhead");
+        d.field("name", &inner.name)
+            .field("max_concurrent", &inner.max_concurrent)
+            .field("max_wait", &inner.max_wait);
+        if let Some(lane) = inner.lanes.get(self.lane) {
+            d.field("lane", &lane.name);
+        }
+        if let Some(adaptive) = &inner.adaptive {
+            d.field("adaptive", adaptive);
+        }
+        d.finish_non_exhaustive()
     }
 }
 
@@ -349,12 +661,17 @@ impl fmt::Debug for Bulkhead {
 #[must_use = "the slot is given back as soon as it is dropped"]
 pub struct Slot<'a> {
     bulkhead: &'a Bulkhead,
+    /// Set when an adaptive limit times this call.
+    timed: Option<Timed>,
 }
 
 impl Drop for Slot<'_> {
     #[inline(always)]
     fn drop(&mut self) {
         self.bulkhead.release();
+        if let Some(timed) = self.timed {
+            self.bulkhead.finish(timed);
+        }
     }
 }
 
@@ -362,6 +679,7 @@ impl fmt::Debug for Slot<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Slot")
             .field("bulkhead", &self.bulkhead.inner.name)
+            .field("timed", &self.timed.is_some())
             .finish()
     }
 }

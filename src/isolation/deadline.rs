@@ -385,6 +385,7 @@ impl DeadlinePool {
         self.inner.shared.refusals.fetch_add(1, Ordering::Relaxed);
         Full {
             name: self.inner.name,
+            lane: None,
             layer: Layer::DeadlinePool,
             limit: self.inner.threads,
             waited: Duration::ZERO,

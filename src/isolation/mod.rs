@@ -26,14 +26,21 @@
 //!
 //! [`Breaker::try_acquire`]: crate::Breaker::try_acquire
 
+mod adaptive;
 mod bulkhead;
 mod dead_letter;
 mod deadline;
 mod error;
+mod gradient;
 mod isolated;
 mod lanes;
+mod shares;
+mod tracked;
 
-pub use bulkhead::{Bulkhead, BulkheadBuilder, BulkheadSnapshot, Slot};
+pub use adaptive::AdaptiveLimit;
+pub use bulkhead::{
+    AdaptiveSnapshot, Bulkhead, BulkheadBuilder, BulkheadSnapshot, LaneSnapshot, Slot,
+};
 pub use dead_letter::{
     DeadLetterSnapshot, DeadLetters, DeadLettersBuilder, Emitted, PrioritySnapshot, Refused,
     RefusedBecause, Replay, ReplayStop, Shed, MAX_PRIORITIES,
