@@ -49,6 +49,14 @@ pub use deadline::{DeadlinePool, DeadlinePoolBuilder, DeadlinePoolSnapshot};
 pub use error::{BuildError, Full, IsolationError, Layer, TimedOut};
 pub use isolated::Isolated;
 
+/// The bulkhead's lock-free parts, for the model checker's test only.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod model {
+    pub use super::shares::model::Shares;
+    pub use super::tracked::model::Tracked;
+}
+
 /// The Rust examples of `docs/isolation.md`, compiled and run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/isolation.md")]

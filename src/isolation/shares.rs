@@ -162,6 +162,46 @@ impl Shares {
     }
 }
 
+/// The shares, for the model checker's test only.
+#[cfg(loom)]
+pub mod model {
+    /// A bulkhead's two words.
+    #[derive(Debug)]
+    pub struct Shares(super::Shares);
+
+    impl Shares {
+        /// No call in flight, `limit` shared out by `shares`.
+        pub fn new(limit: usize, shares: &[f64], shed_last: usize) -> Shares {
+            Shares(super::Shares::new(super::guarantees(
+                limit, shares, shed_last,
+            )))
+        }
+
+        /// Takes a slot in `lane`: the calls then in flight, in all.
+        pub fn take(&self, lane: usize) -> Option<u64> {
+            self.0
+                .take(lane)
+                .ok()
+                .map(|(counts, _)| super::total(counts))
+        }
+
+        /// Gives a slot of `lane` back.
+        pub fn give_back(&self, lane: usize) {
+            self.0.give_back(lane);
+        }
+
+        /// Publishes a new limit.
+        pub fn publish(&self, limit: usize, shares: &[f64], shed_last: usize) {
+            self.0.publish(super::guarantees(limit, shares, shed_last));
+        }
+
+        /// The calls in flight, in all.
+        pub fn in_flight(&self) -> u64 {
+            super::total(self.0.counts())
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -77,6 +77,38 @@ impl Tracked {
     }
 }
 
+/// The table, for the model checker's test only.
+#[cfg(loom)]
+pub mod model {
+    /// The table of timed calls.
+    #[derive(Debug)]
+    pub struct Tracked(super::Tracked);
+
+    impl Tracked {
+        /// Every word free.
+        pub fn new() -> Tracked {
+            Tracked(super::Tracked::new())
+        }
+
+        /// Claims a word for a call that started at `start`.
+        pub fn claim(&self, from: usize, start: u64) -> Option<usize> {
+            self.0.claim(from, start)
+        }
+
+        /// Frees word `i`.
+        pub fn free(&self, i: usize) {
+            self.0.free(i);
+        }
+
+        /// The ages of the tracked calls at `now`.
+        pub fn ages(&self, now: u64) -> Vec<u64> {
+            let mut ages = [0; super::SLOTS];
+            let n = self.0.ages(now, &mut ages);
+            ages[..n].to_vec()
+        }
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
