@@ -100,12 +100,12 @@ fn a_bulkhead_refusal_never_counts_against_the_breaker() {
     for _ in 0..5 {
         let r = bulkhead.call(&breaker, || Ok::<_, DepError>(7));
         let full = r.expect_err("the only slot is held");
-        assert!(full.is_refused());
+        assert!(full.nothing_attempted());
         assert!(
             full.rejected().is_none(),
             "a bulkhead refusal is not a breaker refusal"
         );
-        assert_eq!(full.full().map(|f| f.limit()), Some(1));
+        assert!(matches!(full, IsolationError::Full(f) if f.limit() == 1));
     }
     drop(held);
     let s = breaker.snapshot();
@@ -150,7 +150,7 @@ fn a_probe_refused_by_the_bulkhead_is_handed_back_undecided() {
     {
         let _held = bulkhead.try_enter().expect("a free slot");
         let r = bulkhead.call(&breaker, || Ok::<_, DepError>(7));
-        assert!(r.expect_err("bulkhead full").full().is_some());
+        assert!(matches!(r, Err(IsolationError::Full(_))), "{r:?}");
         // The probe was not counted as failed: the breaker did not re-open.
         assert_ne!(breaker.state(), State::Open);
     }
@@ -243,10 +243,9 @@ fn a_waiting_caller_is_refused_once_its_wait_runs_out() {
         .unwrap();
     let _held = bulkhead.try_enter().expect("a free slot");
     let r = bulkhead.call(&breaker, || Ok::<_, DepError>(7));
-    let full = *r
-        .expect_err("the slot stays held")
-        .full()
-        .expect("a bulkhead refusal");
+    let Err(IsolationError::Full(full)) = r else {
+        panic!("the slot stays held: {r:?}")
+    };
     assert!(
         full.waited() >= wait,
         "refused before its wait: {:?}",
@@ -640,7 +639,7 @@ fn a_lane_refusal_hands_the_breaker_its_permit_back_and_says_which_lane() {
     let err = batch
         .call(&breaker, || Ok::<_, DepError>(7))
         .expect_err("batch is over its share at the limit");
-    assert!(err.is_refused());
+    assert!(err.nothing_attempted());
     assert_eq!(
         err.to_string(),
         "bulkhead `pricing` lane `batch` is full (4 in use): call not attempted"

@@ -612,10 +612,11 @@ fn the_state_gauge_is_the_snapshots_status_gauge_inside_a_maintenance_window_too
 #[cfg(feature = "isolation")]
 #[test]
 fn a_registered_deadline_pool_shows_its_calls_in_flight_and_abandoned() {
-    use fusebox::isolation::{DeadlinePool, IsolationError};
+    use fusebox::isolation::{DeadlinePool, Isolated, IsolationError};
     use std::time::{Duration, Instant};
 
     let (registry, _mock) = registry();
+    let breaker = registry.breaker("sdk", "vendor").unwrap();
     // A real pool on real time: the deadline only bounds a hang.
     let pool = DeadlinePool::builder("vendor-sdk")
         .threads(2)
@@ -625,10 +626,12 @@ fn a_registered_deadline_pool_shows_its_calls_in_flight_and_abandoned() {
     registry.register_deadline_pool(&pool).unwrap();
     assert!(registry.register_deadline_pool(&pool).is_err());
     let (release, hold) = crossbeam_channel::bounded::<()>(0);
-    let hung = pool.run(move || {
-        let _ = hold.recv();
-        Ok::<(), ()>(())
-    });
+    let hung = Isolated::new(breaker)
+        .with_deadline_pool(pool.clone())
+        .call(move || {
+            let _ = hold.recv();
+            Ok::<(), DepError>(())
+        });
     assert!(matches!(hung, Err(IsolationError::TimedOut(_))));
 
     let p = [("pool", "vendor-sdk")];

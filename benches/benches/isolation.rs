@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use fusebox::isolation::{Bulkhead, DeadlinePool};
+use fusebox::isolation::{Bulkhead, DeadlinePool, Isolated};
 use fusebox::{Breaker, CallPath, Classifier};
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -222,20 +222,19 @@ fn paired_deadline_pool() {
         .classifier(Classifier::every_error_is_a_failure())
         .build()
         .expect("valid config");
-    let pool = DeadlinePool::builder("bench-http")
-        .threads(4)
-        .deadline(Duration::from_secs(2))
-        .build()
-        .expect("valid pool");
+    let pool = Isolated::new(breaker.clone()).with_deadline_pool(
+        DeadlinePool::builder("bench-http")
+            .threads(4)
+            .deadline(Duration::from_secs(2))
+            .build()
+            .expect("valid pool"),
+    );
     let direct = || {
         black_box(breaker.call(|| get(&agent, &url)).expect("loopback call"));
     };
     let pooled = || {
         let (agent, url) = (agent.clone(), Arc::clone(&url));
-        black_box(
-            pool.call(&breaker, move || get(&agent, &url))
-                .expect("loopback call"),
-        );
+        black_box(pool.call(move || get(&agent, &url)).expect("loopback call"));
     };
     let p = paired(ROUNDS, CALLS, &direct, &pooled);
     println!(

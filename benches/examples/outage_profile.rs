@@ -378,7 +378,7 @@ impl Client {
         };
         match result {
             Ok(()) => Answer::Answered,
-            Err(e) if e.is_refused() => Answer::Refused,
+            Err(e) if e.nothing_attempted() => Answer::Refused,
             Err(_) => Answer::Failed,
         }
     }

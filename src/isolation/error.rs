@@ -172,9 +172,11 @@ pub enum IsolationError<E> {
 }
 
 impl<E> IsolationError<E> {
-    /// Whether the call was refused without being attempted, by the breaker
-    /// or for want of a slot.
-    pub fn is_refused(&self) -> bool {
+    /// Whether nothing was attempted: the breaker refused the call, or a
+    /// bulkhead or deadline pool had no room (what a chain's
+    /// `Skip::nothing_attempted` says of a link). A fallback is then always
+    /// safe.
+    pub fn nothing_attempted(&self) -> bool {
         matches!(self, IsolationError::Rejected(_) | IsolationError::Full(_))
     }
 
@@ -182,22 +184,6 @@ impl<E> IsolationError<E> {
     pub fn rejected(&self) -> Option<&Rejected> {
         match self {
             IsolationError::Rejected(r) => Some(r),
-            _ => None,
-        }
-    }
-
-    /// The refusal for want of a slot, if that is what happened.
-    pub fn full(&self) -> Option<&Full> {
-        match self {
-            IsolationError::Full(f) => Some(f),
-            _ => None,
-        }
-    }
-
-    /// The deadline that passed, if the call was abandoned.
-    pub fn timed_out(&self) -> Option<&TimedOut> {
-        match self {
-            IsolationError::TimedOut(t) => Some(t),
             _ => None,
         }
     }
