@@ -714,7 +714,6 @@ fn lanes_and_an_adaptive_limit_are_checked_at_build() {
                 .lane("b", 0.2)
                 .lane("c", 0.2)
                 .lane("d", 0.2)
-                .lane("e", 0.2)
                 .shed_last("a"),
             "lane",
         ),

@@ -8,9 +8,9 @@
 //! than a quarter full times one admission in `2^shift` (counted per thread,
 //! so that no shared counter is touched), and a fuller one times every
 //! admission. `shift` follows the call rate, set at each judgement so that
-//! a window of twice the baseline holds about four times `min_samples`
-//! timed calls: 0 at a few hundred calls a second, higher at hundreds of
-//! thousands. A vendor that stalls fills the bulkhead, and then every call
+//! a window of the least span (twice the baseline, at least 1 ms) holds
+//! about four times `min_samples` timed calls: 0 at a few hundred calls a
+//! second, 10 (the most) at tens of millions. A vendor that stalls fills the bulkhead, and then every call
 //! is timed and tracked, whatever the rate.
 //!
 //! **Who judges.** No thread of its own: a timed call that returns files
@@ -171,11 +171,48 @@ thread_local! {
 /// The most `shift` grows to: one call in 1,024 timed.
 const MAX_SHIFT: u32 = 10;
 
-/// A timed call: when it started and the word that tracks it.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Timed {
-    start: u64,
-    word: Option<u8>,
+/// A timed call, in one word so that a slot stays two words, built and
+/// read with whole-word moves on the hot path: when it started (its low 58
+/// bits, in nanoseconds of the bulkhead's clock; a latency is taken modulo
+/// 2^58, so only a call out for nine years would be misread) above the
+/// tracking word's index plus one (6 bits, [`UNTRACKED`] when the table had
+/// no room). 0 is a call not timed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Timed(u64);
+
+const WORD_BITS: u32 = 6;
+const WORD_MASK: u64 = (1 << WORD_BITS) - 1;
+const START_MASK: u64 = (1 << (64 - WORD_BITS)) - 1;
+/// The low bits of a timed call the table had no room for.
+const UNTRACKED: u64 = WORD_MASK;
+
+impl Timed {
+    /// A call that is not timed.
+    pub(super) const NONE: Timed = Timed(0);
+
+    fn new(start: u64, word: Option<usize>) -> Timed {
+        let word = word.map_or(UNTRACKED, |i| i as u64 + 1);
+        Timed((start & START_MASK) << WORD_BITS | word)
+    }
+
+    /// Whether the call is timed.
+    #[inline(always)]
+    pub(super) fn is_timed(self) -> bool {
+        self.0 != 0
+    }
+
+    /// The tracking word's index, if it has one.
+    fn word(self) -> Option<usize> {
+        match self.0 & WORD_MASK {
+            UNTRACKED => None,
+            w => Some(w as usize - 1),
+        }
+    }
+
+    /// Nanoseconds from its start to `now`.
+    fn latency(self, now: u64) -> u64 {
+        now.wrapping_sub(self.0 >> WORD_BITS) & START_MASK
+    }
 }
 
 /// At most one log line a second per bulkhead.
@@ -229,7 +266,7 @@ impl Adaptive {
     }
 
     /// Counts one admission or refusal of this thread, and returns its
-    /// tick when it is one of the timed ones.
+    /// tick when it is one of the counted-in ones.
     #[inline(always)]
     pub(super) fn tick(&self) -> Option<u32> {
         let tick = TICK.with(|t| {
@@ -241,15 +278,25 @@ impl Adaptive {
         (tick & mask == 0).then_some(tick)
     }
 
+    /// An admission with `n` calls then in flight under `limit`: timed
+    /// when the tick counts it in, or when the bulkhead is a quarter full
+    /// (a vendor that stalls fills it, and then every call is tracked).
+    #[inline(always)]
+    pub(super) fn admitted(&self, n: u64, limit: u64) -> Timed {
+        match self.tick() {
+            Some(tick) => self.start(tick),
+            None if 4 * n > limit => self.start(n as u32),
+            None => Timed::NONE,
+        }
+    }
+
     /// Starts timing an admitted call (tracked from word `tick`'s place).
     #[cold]
-    pub(super) fn start(&self, tick: u32) -> Timed {
+    #[inline(never)]
+    fn start(&self, tick: u32) -> Timed {
         let start = self.time.now();
-        let word = self
-            .tracked
-            .claim(tick as usize % SLOTS, start)
-            .map(|i| i as u8);
-        Timed { start, word }
+        let word = self.tracked.claim(tick as usize % SLOTS, start);
+        Timed::new(start, word)
     }
 
     /// A timed call returned: files its latency and judges the window if
@@ -257,11 +304,11 @@ impl Adaptive {
     #[cold]
     pub(super) fn finish(&self, timed: Timed, name: Inline, publish: impl FnOnce(usize)) {
         let now = self.time.now();
-        if let Some(word) = timed.word {
-            self.tracked.free(usize::from(word));
+        if let Some(word) = timed.word() {
+            self.tracked.free(word);
         }
         if let Some(mut state) = self.state.try_lock() {
-            state.gradient.record(now.saturating_sub(timed.start));
+            state.gradient.record(timed.latency(now));
             self.judge(&mut state, now, name, publish);
         }
     }
@@ -282,7 +329,7 @@ impl Adaptive {
             return;
         }
         let judged = state.gradient.judge(now, &ages[..n]);
-        self.resample(&judged, state.gradient.baseline());
+        self.resample(&judged, state.gradient.min_span());
         if judged.to != judged.from {
             publish(judged.to);
         }
@@ -297,15 +344,15 @@ impl Adaptive {
         }
     }
 
-    /// Sets `shift` so that a window of twice the baseline holds about four
+    /// Sets `shift` so that a window of the least span holds about four
     /// times `min_samples` timed calls at the rate this one saw.
-    fn resample(&self, judged: &Judged, baseline: Option<u64>) {
-        let (Some(baseline), true) = (baseline, judged.span > 0) else {
+    fn resample(&self, judged: &Judged, min_span: u64) {
+        if min_span == 0 || judged.span == 0 {
             return;
-        };
+        }
         let shift = self.shift.load(Ordering::Relaxed);
         let calls = (judged.returned as f64) * f64::from(1u32 << shift);
-        let per_span = calls * (2 * baseline) as f64 / judged.span as f64;
+        let per_span = calls * min_span as f64 / judged.span as f64;
         let want = per_span / (4 * self.min_samples) as f64;
         let shift = if want >= 2.0 {
             (want.log2().floor() as u32).min(MAX_SHIFT)
@@ -378,5 +425,26 @@ impl fmt::Debug for Adaptive {
             .field("floor", &self.floor)
             .field("shift", &self.shift.load(Ordering::Relaxed))
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timed_call_keeps_its_start_and_word_in_one_nonzero_word() {
+        for (start, word) in [
+            (0, Some(0)),
+            (0, None),
+            (12_345, Some(31)),
+            (u64::MAX, None),
+        ] {
+            let t = Timed::new(start, word);
+            assert!(t.is_timed());
+            assert_eq!(t.word(), word);
+            assert_eq!(t.latency(start.wrapping_add(900)), 900);
+        }
+        assert!(!Timed::NONE.is_timed());
     }
 }

@@ -11,7 +11,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::adaptive::{Adaptive, AdaptiveLimit, Timed};
 use super::error::{at_least_one, settle, Full, IsolationError, Layer};
-use super::shares::{field, guarantees, total, Shares, MAX_LANES, MAX_LIMIT};
+use super::shares::{field, guarantees, total, Look, Shares, MAX_LANES, MAX_LIMIT};
 use crate::name::Inline;
 use crate::{Breaker, ConfigError, Permit, State};
 
@@ -81,7 +81,9 @@ struct Inner {
     shares: Box<[f64]>,
     shed_last: usize,
     refusals: [AtomicU64; MAX_LANES],
-    adaptive: Option<Adaptive>,
+    /// Boxed: a fixed bulkhead keeps one word for it, and its hot line stays
+    /// among small neighbours.
+    adaptive: Option<Box<Adaptive>>,
     lock: Mutex<()>,
     freed: Condvar,
 }
@@ -152,7 +154,7 @@ impl BulkheadBuilder {
     /// guaranteed `share` of the limit (rounded down; the lane named by
     /// [`shed_last`](Self::shed_last) gets the rest), and may borrow what
     /// other lanes leave idle. The bulkhead `build` returns calls in the
-    /// first lane added. At most 4 lanes, with names that follow the rules
+    /// first lane added. At most 3 lanes, with names that follow the rules
     /// of a breaker's name; each share within (0, 1], together at most 1.
     pub fn lane(mut self, name: impl Into<String>, share: f64) -> Self {
         self.lanes.push((name.into(), share));
@@ -205,7 +207,11 @@ impl BulkheadBuilder {
                     crate::duration::display(self.max_wait),
                 )?;
                 let settings = a.check(limit)?;
-                Some(Adaptive::new(settings, a.floor_value(), self.clock.clone()))
+                Some(Box::new(Adaptive::new(
+                    settings,
+                    a.floor_value(),
+                    self.clock.clone(),
+                )))
             }
             None => None,
         };
@@ -239,7 +245,7 @@ impl BulkheadBuilder {
         check(
             "lane",
             self.lanes.len() <= MAX_LANES,
-            "at most 4 lanes",
+            "at most 3 lanes",
             self.lanes.len(),
         )?;
         let mut sum = 0.0;
@@ -413,10 +419,9 @@ impl Bulkhead {
     /// [`Full`] when no slot came free in time.
     #[inline]
     pub fn try_enter(&self) -> Result<Slot<'_>, Full> {
-        let tick = self.tick();
-        match self.enter_now(tick) {
+        match self.enter_now() {
             Ok(slot) => Ok(slot),
-            Err(guarantees) => self.enter_waiting(guarantees, tick),
+            Err(guarantees) => self.enter_waiting(guarantees),
         }
     }
 
@@ -456,60 +461,54 @@ impl Bulkhead {
         breaker: &'a Breaker,
     ) -> Result<(Permit<'a>, Slot<'a>), Refusal> {
         let inner = &*self.inner;
-        if inner.max_wait.is_zero()
-            && inner.slots.shares.full(self.lane)
-            && breaker.state() == State::Closed
-        {
-            // Full, and the breaker would admit: refused without asking it,
-            // since its permit would only be handed back, and handing back
-            // a closed permit takes the breaker's lock. Saturated callers
-            // then never contend on it.
-            let tick = self.tick();
-            let guarantees = inner.slots.shares.guarantees();
-            return Err(Refusal::Full(self.refuse(Duration::ZERO, guarantees, tick)));
+        let seen = inner.slots.shares.look();
+        if inner.max_wait.is_zero() && !seen.admits(self.lane) {
+            if let Some(full) = self.full_before_the_breaker(breaker, seen) {
+                return Err(Refusal::Full(full));
+            }
         }
         let permit = breaker.try_acquire().map_err(Refusal::Rejected)?;
-        let tick = self.tick();
-        let guarantees = match self.enter_now(tick) {
+        let guarantees = match self.enter_from(seen) {
             Ok(slot) => return Ok((permit, slot)),
             Err(guarantees) => guarantees,
         };
         // Full: the permit goes back unused, whatever happens next.
         permit.record(crate::Verdict::Ignore);
-        let slot = self
-            .enter_waiting(guarantees, tick)
-            .map_err(Refusal::Full)?;
+        let slot = self.enter_waiting(guarantees).map_err(Refusal::Full)?;
         let permit = breaker.try_acquire().map_err(Refusal::Rejected)?;
         Ok((permit, slot))
     }
 
-    /// This thread's tick, when the admission or refusal it counts is one
-    /// an adaptive limit times; `None` otherwise, and always for a fixed
-    /// limit.
-    #[inline(always)]
-    fn tick(&self) -> Option<u32> {
-        match &self.inner.adaptive {
-            Some(adaptive) => adaptive.tick(),
-            None => None,
-        }
+    /// A refusal without asking the breaker, when the bulkhead is full and
+    /// the breaker would admit: its permit would only be handed back, and
+    /// handing back a closed permit takes the breaker's lock, which
+    /// saturated callers would then contend on. Out of line, off the path
+    /// of an admitted call.
+    #[cold]
+    #[inline(never)]
+    fn full_before_the_breaker(&self, breaker: &Breaker, seen: Look) -> Option<Full> {
+        (breaker.state() == State::Closed)
+            .then(|| self.refuse(Duration::ZERO, seen.guarantees, true))
     }
 
     /// A slot if one is free now, or the guarantees it was refused under.
     #[inline(always)]
-    fn enter_now(&self, tick: Option<u32>) -> Result<Slot<'_>, u64> {
+    fn enter_now(&self) -> Result<Slot<'_>, u64> {
+        self.enter_from(self.inner.slots.shares.look())
+    }
+
+    /// [`enter_now`](Self::enter_now), judging first on `seen`.
+    #[inline(always)]
+    fn enter_from(&self, seen: Look) -> Result<Slot<'_>, u64> {
         let inner = &*self.inner;
-        let (counts, guarantees) = inner.slots.shares.take(self.lane)?;
-        let n = total(counts) as usize;
-        if n > inner.slots.peak.load(Ordering::Relaxed) {
-            inner.slots.peak.fetch_max(n, Ordering::Relaxed);
+        let (counts, guarantees) = inner.slots.shares.take_from(self.lane, seen)?;
+        let n = total(counts);
+        if n as usize > inner.slots.peak.load(Ordering::Relaxed) {
+            inner.slots.peak.fetch_max(n as usize, Ordering::Relaxed);
         }
         let timed = match &inner.adaptive {
-            // Counted in by the tick, or a bulkhead a quarter full: a vendor
-            // that stalls fills it, and then every call is tracked.
-            Some(adaptive) if tick.is_some() || 4 * n as u64 > total(guarantees) => {
-                Some(adaptive.start(tick.unwrap_or(n as u32)))
-            }
-            _ => None,
+            Some(adaptive) => adaptive.admitted(n, total(guarantees)),
+            None => Timed::NONE,
         };
         Ok(Slot {
             bulkhead: self,
@@ -518,10 +517,10 @@ impl Bulkhead {
     }
 
     #[cold]
-    fn enter_waiting(&self, guarantees: u64, tick: Option<u32>) -> Result<Slot<'_>, Full> {
+    fn enter_waiting(&self, guarantees: u64) -> Result<Slot<'_>, Full> {
         let inner = &*self.inner;
         if inner.max_wait.is_zero() {
-            return Err(self.refuse(Duration::ZERO, guarantees, tick));
+            return Err(self.refuse(Duration::ZERO, guarantees, true));
         }
         let start = Instant::now();
         // A wait too long to represent is a wait without end.
@@ -529,13 +528,13 @@ impl Bulkhead {
         let mut guard = inner.lock.lock();
         inner.slots.waiters.fetch_add(1, Ordering::SeqCst);
         let slot = loop {
-            if let Ok(slot) = self.enter_now(None) {
+            if let Ok(slot) = self.enter_now() {
                 break Some(slot);
             }
             match deadline {
                 Some(deadline) => {
                     if inner.freed.wait_until(&mut guard, deadline).timed_out() {
-                        break self.enter_now(None).ok();
+                        break self.enter_now().ok();
                     }
                 }
                 None => inner.freed.wait(&mut guard),
@@ -545,18 +544,21 @@ impl Bulkhead {
         drop(guard);
         slot.ok_or_else(|| {
             let guarantees = inner.slots.shares.guarantees();
-            self.refuse(start.elapsed(), guarantees, None)
+            self.refuse(start.elapsed(), guarantees, false)
         })
     }
 
     #[cold]
-    fn refuse(&self, waited: Duration, guarantees: u64, tick: Option<u32>) -> Full {
+    #[inline(never)]
+    fn refuse(&self, waited: Duration, guarantees: u64, at_once: bool) -> Full {
         let inner = &*self.inner;
         inner.refusals[self.lane].fetch_add(1, Ordering::Relaxed);
-        if let (Some(adaptive), Some(_)) = (&inner.adaptive, tick) {
-            // Counted in by the tick: a bulkhead whose calls have stopped
-            // returning is judged by the callers it refuses.
-            adaptive.look(inner.name, |limit| self.publish(limit));
+        if let (Some(adaptive), true) = (&inner.adaptive, at_once) {
+            // A bulkhead whose calls have stopped returning is judged by
+            // the callers it refuses (those its tick counts in).
+            if adaptive.tick().is_some() {
+                adaptive.look(inner.name, |limit| self.publish(limit));
+            }
         }
         Full {
             name: inner.name,
@@ -586,13 +588,23 @@ impl Bulkhead {
         // if it sees one, taking the lock here means the waiter is either
         // parked (and woken) or has not tried yet (and will succeed).
         if inner.slots.waiters.load(Ordering::SeqCst) != 0 {
-            let _guard = inner.lock.lock();
-            inner.freed.notify_one();
+            self.wake_one();
         }
+    }
+
+    /// Wakes a caller waiting for a slot. Out of line, with everything
+    /// else a release rarely does, so that a slot's drop stays small
+    /// enough to be inlined where it is dropped.
+    #[cold]
+    #[inline(never)]
+    fn wake_one(&self) {
+        let _guard = self.inner.lock.lock();
+        self.inner.freed.notify_one();
     }
 
     /// A timed call returned.
     #[cold]
+    #[inline(never)]
     fn finish(&self, timed: Timed) {
         if let Some(adaptive) = &self.inner.adaptive {
             adaptive.finish(timed, self.inner.name, |limit| self.publish(limit));
@@ -662,15 +674,15 @@ impl fmt::Debug for Bulkhead {
 pub struct Slot<'a> {
     bulkhead: &'a Bulkhead,
     /// Set when an adaptive limit times this call.
-    timed: Option<Timed>,
+    timed: Timed,
 }
 
 impl Drop for Slot<'_> {
     #[inline(always)]
     fn drop(&mut self) {
         self.bulkhead.release();
-        if let Some(timed) = self.timed {
-            self.bulkhead.finish(timed);
+        if self.timed.is_timed() {
+            self.bulkhead.finish(self.timed);
         }
     }
 }
@@ -679,7 +691,7 @@ impl fmt::Debug for Slot<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Slot")
             .field("bulkhead", &self.bulkhead.inner.name)
-            .field("timed", &self.timed.is_some())
+            .field("timed", &self.timed.is_timed())
             .finish()
     }
 }

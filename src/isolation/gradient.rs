@@ -7,7 +7,9 @@
 //! - A **window** gathers the latencies of the timed calls that returned
 //!   since the last judgement. It is judged once it holds `min_samples`
 //!   samples, each timed call still in flight counting as one, and spans at
-//!   least twice the baseline (so that it holds calls that started in it).
+//!   least twice the baseline (so that it holds calls that started in it)
+//!   and at least a millisecond (so that calls of microseconds are not
+//!   judged, nor timed, a million times a second).
 //! - Its **latency** is the median of those samples. A call still in flight
 //!   counts with its age: a latency it has at least, so a vendor that has
 //!   stopped answering is judged slow while nothing returns, and the median
@@ -31,6 +33,9 @@ pub(crate) const KEPT: usize = 64;
 /// The least any sample is taken to be: 1 µs (a latency's logarithm must
 /// be finite).
 const LEAST: u64 = 1_000;
+
+/// The least a window spans, in nanoseconds: 1 ms.
+const MIN_SPAN: u64 = 1_000_000;
 
 /// The most one window cuts the limit: to half of it.
 const MAX_CUT: f64 = 0.5;
@@ -131,9 +136,11 @@ impl Gradient {
             && now.saturating_sub(self.start) >= self.min_span()
     }
 
-    /// The least a window spans: twice the baseline.
-    fn min_span(&self) -> u64 {
-        self.baseline().map_or(0, |b| b.saturating_mul(2))
+    /// The least a window spans: twice the baseline, at least 1 ms (none
+    /// for the first window, which sets the baseline).
+    pub(crate) fn min_span(&self) -> u64 {
+        self.baseline()
+            .map_or(0, |b| b.saturating_mul(2).max(MIN_SPAN))
     }
 
     /// Judges the window at `now` with the ages of the timed calls in

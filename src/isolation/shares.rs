@@ -1,42 +1,45 @@
 //! A bulkhead's calls in flight per lane and each lane's guaranteed share
 //! of the limit, and the one compare-and-swap that admits a call.
 //!
-//! Two words, each four 16-bit fields, one per lane (a bulkhead without
-//! lanes uses the first):
+//! Two words of four 16-bit fields: one per lane (a bulkhead without lanes
+//! uses the first) and, in the top field, their sum:
 //!
-//! - **counts**: the calls each lane has in flight;
-//! - **guarantees**: the slots each lane is guaranteed; the limit is their
+//! - **counts**: the calls each lane has in flight, and in all;
+//! - **guarantees**: the slots each lane is guaranteed, and the limit, their
 //!   sum. The adaptive limit publishes a new word whenever it moves; a
 //!   fixed limit publishes once.
 //!
-//! A call in lane `i` is admitted when the lane holds fewer calls than its
-//! guarantee, or when the bulkhead as a whole holds fewer than the limit
-//! (it borrows a slot another lane is not using). Admission reads the
+//! A call in lane `i` is admitted when the bulkhead as a whole holds fewer
+//! calls than the limit (it may borrow a slot another lane is not using),
+//! or when the lane holds fewer than its guarantee. Admission reads the
 //! guarantees and compare-and-swaps the counts from the word it judged, so
-//! each decision is made on one consistent view of every lane's calls.
+//! each decision is made on one consistent view of every lane's calls; a
+//! call adds one to its lane's field and to the total in the same word.
 //! A guarantee is kept even when lanes that borrowed fill the limit: the
 //! total in flight is then above the limit by at most the guarantees, for
 //! as long as the borrowed calls are out. Calls are never preempted: when
 //! the limit falls, the calls in flight stay, and the lanes above their new
 //! guarantee are refused until enough of them return.
 //!
-//! Counts are 16-bit fields whose sum must fit 16 bits too ([`total`] adds
-//! the four with one multiplication), so a limit is at most
-//! [`MAX_LIMIT`], and the total in flight at most a little over twice that.
+//! The common case, a bulkhead under its limit, is decided on the two top
+//! fields alone, with no arithmetic beyond a shift. A limit is at most
+//! [`MAX_LIMIT`], so that the total (at most the limit, plus the
+//! guarantees, plus one per lane for rounding) fits its 16 bits.
 //! `tests/loom_gate.rs` checks admission and release under a model checker.
 
 use crate::sync::{AtomicU64, Ordering};
 
-/// The most lanes a bulkhead has.
-pub(crate) const MAX_LANES: usize = 4;
+/// The most lanes a bulkhead has: the fourth field is the total.
+pub(crate) const MAX_LANES: usize = 3;
 
 /// The largest limit, 2^14: the calls in flight (with guarantees kept over
 /// borrowed slots, at most the limit, plus the guarantees, plus one per lane
-/// for rounding) must add up within a 16-bit field.
+/// for rounding) must fit a 16-bit field.
 pub(crate) const MAX_LIMIT: usize = 16_384;
 
 const FIELD: u32 = 16;
 const MASK: u64 = (1 << FIELD) - 1;
+const TOTAL: u32 = 3 * FIELD;
 
 /// Lane `lane`'s field of `word`.
 #[inline(always)]
@@ -44,17 +47,17 @@ pub(crate) fn field(word: u64, lane: usize) -> u64 {
     (word >> (FIELD * lane as u32)) & MASK
 }
 
-/// The sum of the four fields of `word` (which must fit 16 bits): the
-/// multiplication adds every field into the top one.
+/// The total of `word`: the calls in flight, or the limit.
 #[inline(always)]
 pub(crate) fn total(word: u64) -> u64 {
-    word.wrapping_mul(0x0001_0001_0001_0001) >> (3 * FIELD)
+    word >> TOTAL
 }
 
-/// One call in lane `lane`, as a count.
+/// One call in lane `lane`, as a count: one in its field and one in the
+/// total.
 #[inline(always)]
 fn one(lane: usize) -> u64 {
-    1 << (FIELD * lane as u32)
+    (1 << (FIELD * lane as u32)) | (1 << TOTAL)
 }
 
 /// The guarantees of a limit of `limit` shared by lanes with `shares`: each
@@ -65,7 +68,7 @@ fn one(lane: usize) -> u64 {
 pub(crate) fn guarantees(limit: usize, shares: &[f64], shed_last: usize) -> u64 {
     let limit = limit.min(MAX_LIMIT) as u64;
     if shares.is_empty() {
-        return limit;
+        return limit | limit << TOTAL;
     }
     let mut word = 0;
     let mut given = 0;
@@ -78,14 +81,29 @@ pub(crate) fn guarantees(limit: usize, shares: &[f64], shed_last: usize) -> u64 
             word |= g << (FIELD * lane as u32);
         }
     }
-    word | (limit - given) << (FIELD * shed_last as u32)
+    word | (limit - given) << (FIELD * shed_last as u32) | limit << TOTAL
 }
 
 /// Whether a call in lane `lane` is admitted with `counts` in flight under
 /// `guarantees`.
 #[inline(always)]
 pub(crate) fn admits(counts: u64, guarantees: u64, lane: usize) -> bool {
-    field(counts, lane) < field(guarantees, lane) || total(counts) < total(guarantees)
+    total(counts) < total(guarantees) || field(counts, lane) < field(guarantees, lane)
+}
+
+/// The two words as one admission saw them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Look {
+    pub(crate) counts: u64,
+    pub(crate) guarantees: u64,
+}
+
+impl Look {
+    /// Whether a call in `lane` would be admitted.
+    #[inline(always)]
+    pub(crate) fn admits(&self, lane: usize) -> bool {
+        admits(self.counts, self.guarantees, lane)
+    }
 }
 
 /// The two words of a bulkhead.
@@ -104,14 +122,34 @@ impl Shares {
         }
     }
 
-    /// Takes a slot in `lane`: the calls then in flight and the guarantees
-    /// it was admitted under, or the guarantees it was refused under.
+    /// The two words as they are now.
     #[inline(always)]
-    pub(crate) fn take(&self, lane: usize) -> Result<(u64, u64), u64> {
+    pub(crate) fn look(&self) -> Look {
         // A guarantee a moment old is as good as the current one: the
         // limit only says how many calls to let through now.
-        let guarantees = self.guarantees.load(Ordering::Relaxed);
-        let mut counts = self.counts.load(Ordering::Relaxed);
+        Look {
+            guarantees: self.guarantees.load(Ordering::Relaxed),
+            counts: self.counts.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Takes a slot in `lane`: the calls then in flight and the guarantees
+    /// it was admitted under, or the guarantees it was refused under.
+    #[cfg(any(test, loom))]
+    pub(crate) fn take(&self, lane: usize) -> Result<(u64, u64), u64> {
+        self.take_from(lane, self.look())
+    }
+
+    /// Takes a slot in `lane`, judging first on `seen`, a look taken a
+    /// moment ago (the compare-and-swap finds out if it is out of date):
+    /// the calls then in flight and the guarantees it was admitted under,
+    /// or the guarantees it was refused under.
+    #[inline(always)]
+    pub(crate) fn take_from(&self, lane: usize, seen: Look) -> Result<(u64, u64), u64> {
+        let Look {
+            guarantees,
+            mut counts,
+        } = seen;
         loop {
             if !admits(counts, guarantees, lane) {
                 return Err(guarantees);
@@ -134,16 +172,6 @@ impl Shares {
     #[inline(always)]
     pub(crate) fn give_back(&self, lane: usize) {
         self.counts.fetch_sub(one(lane), Ordering::SeqCst);
-    }
-
-    /// Whether a call in `lane` would be refused now.
-    #[inline(always)]
-    pub(crate) fn full(&self, lane: usize) -> bool {
-        !admits(
-            self.counts.load(Ordering::Relaxed),
-            self.guarantees.load(Ordering::Relaxed),
-            lane,
-        )
     }
 
     /// The calls in flight, per lane.
@@ -211,67 +239,74 @@ mod tests {
     }
 
     #[test]
-    fn the_total_adds_the_four_fields() {
-        let w = 3 | 5 << 16 | 7 << 32 | 11 << 48;
-        assert_eq!(total(w), 26);
-        assert_eq!(total(2 * MAX_LIMIT as u64), 2 * MAX_LIMIT as u64);
-        let halves = (MAX_LIMIT as u64) | (MAX_LIMIT as u64) << 48;
-        assert_eq!(total(halves), 2 * MAX_LIMIT as u64);
+    fn the_top_field_is_the_sum_of_the_lanes() {
+        for limit in 1..200 {
+            let g = guarantees(limit, &[0.5, 0.25, 0.25], 2);
+            let f = fields(g);
+            assert_eq!(f[0] + f[1] + f[2], limit as u64);
+            assert_eq!(total(g), limit as u64);
+        }
+        let shares = Shares::new(guarantees(8, &[0.5, 0.25, 0.25], 0));
+        for lane in [0, 1, 1, 2, 0] {
+            shares.take(lane).unwrap();
+        }
+        assert_eq!(fields(shares.counts()), [2, 2, 1, 5]);
+        shares.give_back(1);
+        assert_eq!(fields(shares.counts()), [2, 1, 1, 4]);
+        let most = 2 * MAX_LIMIT as u64 + MAX_LANES as u64;
+        assert!(most <= MASK, "the total fits its field");
     }
 
     #[test]
     fn the_shed_last_lane_is_guaranteed_the_rest_and_keeps_the_limit_longest() {
         let shares = [0.8, 0.2];
-        assert_eq!(fields(guarantees(16, &shares, 0)), [13, 3, 0, 0]);
-        assert_eq!(fields(guarantees(4, &shares, 0)), [4, 0, 0, 0]);
-        assert_eq!(fields(guarantees(1, &shares, 0)), [1, 0, 0, 0]);
+        assert_eq!(fields(guarantees(16, &shares, 0)), [13, 3, 0, 16]);
+        assert_eq!(fields(guarantees(4, &shares, 0)), [4, 0, 0, 4]);
+        assert_eq!(fields(guarantees(1, &shares, 0)), [1, 0, 0, 1]);
         // Shed last the other way round: intraday gives first.
-        assert_eq!(fields(guarantees(16, &shares, 1)), [12, 4, 0, 0]);
-        assert_eq!(fields(guarantees(1, &shares, 1)), [0, 1, 0, 0]);
+        assert_eq!(fields(guarantees(16, &shares, 1)), [12, 4, 0, 16]);
+        assert_eq!(fields(guarantees(1, &shares, 1)), [0, 1, 0, 1]);
         // Shares under 1: the rest goes to the shed-last lane.
-        assert_eq!(fields(guarantees(10, &[0.3, 0.3, 0.1], 2)), [3, 3, 4, 0]);
-        for limit in 1..200 {
-            let g = guarantees(limit, &[0.5, 0.25, 0.125, 0.125], 3);
-            assert_eq!(total(g), limit as u64);
-        }
-        assert_eq!(guarantees(16, &[], 0), 16);
+        assert_eq!(fields(guarantees(10, &[0.3, 0.3, 0.1], 2)), [3, 3, 4, 10]);
+        assert_eq!(fields(guarantees(16, &[], 0)), [16, 0, 0, 16]);
     }
 
     #[test]
     fn a_lane_under_its_guarantee_is_admitted_even_when_borrowers_fill_the_limit() {
         let g = guarantees(4, &[0.5, 0.5], 0); // [2, 2]
-                                               // Lane 1 borrowed: it holds all four slots.
-        let counts = 4 << 16;
-        assert!(admits(counts, g, 0), "lane 0 has its two");
+        let counts = |a: u64, b: u64| a | b << 16 | (a + b) << TOTAL;
+        // Lane 1 borrowed: it holds all four slots.
+        assert!(admits(counts(0, 4), g, 0), "lane 0 has its two");
         assert!(
-            !admits(counts, g, 1),
+            !admits(counts(0, 4), g, 1),
             "lane 1 is over its share and the limit"
         );
         // Lane 0 holds one, lane 1 one: either may borrow.
-        assert!(admits(1 | 1 << 16, g, 1));
-        assert!(admits(1 | 1 << 16, g, 0));
+        assert!(admits(counts(1, 1), g, 1));
+        assert!(admits(counts(1, 1), g, 0));
         // At the limit, with each at its share: neither.
-        assert!(!admits(2 | 2 << 16, g, 0));
-        assert!(!admits(2 | 2 << 16, g, 1));
+        assert!(!admits(counts(2, 2), g, 0));
+        assert!(!admits(counts(2, 2), g, 1));
     }
 
     #[test]
     fn take_and_give_back_count_per_lane() {
         let g = guarantees(2, &[0.5, 0.5], 0);
         let shares = Shares::new(g);
-        assert_eq!(shares.take(1), Ok((1 << 16, g)));
+        let counts = |a: u64, b: u64| a | b << 16 | (a + b) << TOTAL;
+        assert_eq!(shares.take(1), Ok((counts(0, 1), g)));
         assert_eq!(
             shares.take(1),
-            Ok((2 << 16, g)),
+            Ok((counts(0, 2), g)),
             "borrows lane 0's idle slot"
         );
         assert_eq!(
             shares.take(0),
-            Ok((1 | 2 << 16, g)),
+            Ok((counts(1, 2), g)),
             "lane 0 keeps its guarantee"
         );
         assert_eq!(shares.take(0), Err(shares.guarantees()));
-        assert!(shares.full(0) && shares.full(1));
+        assert!(!shares.look().admits(0) && !shares.look().admits(1));
         shares.give_back(1);
         shares.give_back(1);
         shares.give_back(0);
