@@ -8,7 +8,11 @@
 //! - [`Bulkhead`]: at most N calls to one dependency at a time, so that a
 //!   slow dependency holds at most N of the caller's threads. A caller
 //!   beyond that is refused at once (or after a bounded wait) with
-//!   [`Full`], which never counts as the dependency's failure.
+//!   [`Full`], which never counts as the dependency's failure. With an
+//!   [`AdaptiveLimit`], N falls when the dependency slows down (the calls
+//!   still in flight counting with their ages) and grows back when it
+//!   recovers; with lanes, kinds of call share N, each with a guaranteed
+//!   share and one shed last.
 //! - [`DeadlinePool`]: for a call that cannot time itself out (a vendor SDK
 //!   with none), a few worker threads run it and the caller waits at most
 //!   its deadline. At the deadline the breaker counts a failure, so it can
