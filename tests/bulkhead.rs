@@ -19,6 +19,8 @@ mod counting_alloc;
 #[cfg(feature = "http")]
 #[path = "support/http_server.rs"]
 mod http_server;
+#[path = "support/log_capture.rs"]
+mod log_capture;
 
 #[global_allocator]
 static GLOBAL: counting_alloc::Counting = counting_alloc::Counting;
@@ -895,4 +897,45 @@ fn an_adaptive_bulkhead_cuts_its_limit_while_a_vendor_hangs_and_recovers_after()
         assert_eq!(answer.unwrap(), "ok");
         healed += 8 * MS;
     }
+}
+
+#[test]
+fn limit_changes_are_logged_at_most_once_a_second_never_per_call() {
+    log_capture::install();
+    let (clock, mock) = quanta::Clock::mock();
+    let bulkhead = Bulkhead::builder("logged-limit")
+        .max_concurrent(16)
+        .adaptive(AdaptiveLimit::new().floor(2))
+        .clock(clock)
+        .build()
+        .unwrap();
+    for _ in 0..10 {
+        let slot = bulkhead.try_enter().unwrap();
+        mock.increment(8 * MS);
+        drop(slot);
+    }
+    let lines = || log_capture::lines("bulkhead `logged-limit`");
+    assert!(lines().is_empty(), "nothing moved");
+    // Sixteen calls hang; a thousand refusals over 20 s judge them, the
+    // limit falling from 16 to 2 within the first 100 ms.
+    let stuck: Vec<_> = (0..16).map(|_| bulkhead.try_enter().unwrap()).collect();
+    for _ in 0..1_000 {
+        mock.increment(20 * MS);
+        assert!(bulkhead.try_enter().is_err());
+    }
+    assert_eq!(bulkhead.snapshot().limit, 2);
+    let logged = lines();
+    assert_eq!(logged.len(), 2, "{logged:#?}");
+    assert!(
+        logged[0].starts_with("INFO") && logged[0].contains("(16 at the last report, floor 2)"),
+        "{}",
+        logged[0]
+    );
+    assert!(
+        logged[1].starts_with("WARN") && logged[1].contains(": limit 2 ("),
+        "{}",
+        logged[1]
+    );
+    assert!(logged[1].contains("against a baseline of"), "{}", logged[1]);
+    drop(stuck);
 }

@@ -118,7 +118,7 @@ impl Gradient {
 
     /// The baseline, in nanoseconds, once the first window has set it.
     pub(crate) fn baseline(&self) -> Option<u64> {
-        self.ln_baseline.map(|b| b.exp() as u64)
+        self.ln_baseline.map(|b| b.exp().round() as u64)
     }
 
     /// A timed call returned after `latency` nanoseconds.
