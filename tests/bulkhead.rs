@@ -1,6 +1,9 @@
 //! The bulkhead: its limit holds under racing threads, its refusals are
 //! distinct from the breaker's and never count against the dependency, and
-//! it composes with the breaker in the right order.
+//! it composes with the breaker in the right order. Its adaptive limit on
+//! the mock clock (steady at a healthy load, cut before a stalled vendor's
+//! calls return, back after it heals, never past its floor or ceiling) and
+//! against a loopback vendor that hangs; its lanes' guarantees and borrowing.
 #![cfg(feature = "isolation")]
 
 mod common;
