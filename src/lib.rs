@@ -341,6 +341,10 @@ mod histogram;
 pub mod http;
 #[cfg(feature = "isolation")]
 pub mod isolation;
+/// The bulkhead's lock-free parts, for the model checker's test only.
+#[cfg(all(loom, feature = "isolation"))]
+#[doc(hidden)]
+pub use isolation::model as loom_bulkhead;
 #[cfg(feature = "chain")]
 mod last_good;
 mod latency;

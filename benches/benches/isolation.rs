@@ -4,6 +4,9 @@
 //!   breaker, alone and inside a bulkhead (default and cheapest breaker
 //!   configurations), and a bulkhead's refusal;
 //! - a paired ratio of the same two closed successes, in alternating rounds;
+//! - paired ratios of an adaptive bulkhead against a fixed one: a slot taken
+//!   and given back, alone and around a breaker's closed success (the rows
+//!   `scripts/bench-limits` checks);
 //! - a paired ratio of a 1 ms loopback HTTP request made through a deadline
 //!   pool against the same request made directly, both through a breaker.
 //!
@@ -16,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use fusebox::isolation::{Bulkhead, DeadlinePool};
+use fusebox::isolation::{AdaptiveLimit, Bulkhead, DeadlinePool, Isolated};
 use fusebox::{Breaker, CallPath, Classifier};
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -84,8 +87,9 @@ struct Paired {
     median: f64,
     q1: f64,
     q3: f64,
-    /// `a`'s median time per call, in seconds.
+    /// `a`'s and `b`'s median times per call, in seconds.
     a_median: f64,
+    b_median: f64,
     /// The fastest round of `b` over the fastest round of `a`: on a loaded
     /// machine, interference only ever adds time, so the fastest rounds are
     /// the ones it touched least.
@@ -110,6 +114,7 @@ fn paired(rounds: usize, calls: usize, a: &dyn Fn(), b: &dyn Fn()) -> Paired {
     }
     let mut ratios = Vec::with_capacity(rounds);
     let mut a_times = Vec::with_capacity(rounds);
+    let mut b_times = Vec::with_capacity(rounds);
     let mut b_fastest = f64::INFINITY;
     for round in 0..rounds {
         let (ta, tb) = if round % 2 == 0 {
@@ -121,15 +126,18 @@ fn paired(rounds: usize, calls: usize, a: &dyn Fn(), b: &dyn Fn()) -> Paired {
         };
         ratios.push(tb / ta);
         a_times.push(ta);
+        b_times.push(tb);
         b_fastest = b_fastest.min(tb);
     }
     ratios.sort_by(f64::total_cmp);
     a_times.sort_by(f64::total_cmp);
+    b_times.sort_by(f64::total_cmp);
     Paired {
         median: ratios[rounds / 2],
         q1: ratios[rounds / 4],
         q3: ratios[3 * rounds / 4],
         a_median: a_times[rounds / 2],
+        b_median: b_times[rounds / 2],
         fastest: b_fastest / a_times[0],
         a_fastest: a_times[0],
     }
@@ -163,6 +171,61 @@ fn paired_closed_success() {
             p.a_fastest * 1e9,
         );
     }
+}
+
+/// An adaptive bulkhead's admission and release against a fixed one's, both
+/// of 64 slots (one thread calls, so the adaptive one times one call in
+/// 2^k, k following the rate), alone and around a breaker's closed success.
+/// Printed as the table `scripts/bench-limits` reads.
+fn paired_adaptive() {
+    let fixed = bulkhead();
+    let adaptive = Bulkhead::builder("bench-adaptive")
+        .max_concurrent(64)
+        .adaptive(AdaptiveLimit::new())
+        .build()
+        .expect("valid config");
+    let breaker = cheapest_breaker();
+    println!("\n## Paired ratios, adaptive bulkhead (201 alternating rounds of 100000 calls)\n");
+    println!("| fusebox | against | ratio | fusebox ns | other ns |");
+    println!("|---|---|---:|---:|---:|");
+    let row = |what: &str, against: &str, p: Paired| {
+        println!(
+            "| {what} | {against} | {:.2} | {:.2} | {:.2} |",
+            p.median,
+            p.b_median * 1e9,
+            p.a_median * 1e9
+        );
+    };
+    row(
+        "adaptive bulkhead, admission and release",
+        "fixed bulkhead",
+        paired(
+            201,
+            100_000,
+            &|| drop(black_box(fixed.try_enter().unwrap())),
+            &|| drop(black_box(adaptive.try_enter().unwrap())),
+        ),
+    );
+    row(
+        "adaptive bulkhead + breaker, cheapest",
+        "fixed bulkhead + breaker, cheapest",
+        paired(
+            201,
+            100_000,
+            &|| {
+                black_box(fixed.call(&breaker, work).unwrap());
+            },
+            &|| {
+                black_box(adaptive.call(&breaker, work).unwrap());
+            },
+        ),
+    );
+    let snap = adaptive.snapshot();
+    assert_eq!(snap.limit, 64, "a healthy limit stays at its ceiling");
+    assert!(
+        snap.adaptive.and_then(|a| a.latency).is_some(),
+        "windows were judged"
+    );
 }
 
 // ---------------------------------------------------------- loopback HTTP
@@ -222,20 +285,19 @@ fn paired_deadline_pool() {
         .classifier(Classifier::every_error_is_a_failure())
         .build()
         .expect("valid config");
-    let pool = DeadlinePool::builder("bench-http")
-        .threads(4)
-        .deadline(Duration::from_secs(2))
-        .build()
-        .expect("valid pool");
+    let pool = Isolated::new(breaker.clone()).with_deadline_pool(
+        DeadlinePool::builder("bench-http")
+            .threads(4)
+            .deadline(Duration::from_secs(2))
+            .build()
+            .expect("valid pool"),
+    );
     let direct = || {
         black_box(breaker.call(|| get(&agent, &url)).expect("loopback call"));
     };
     let pooled = || {
         let (agent, url) = (agent.clone(), Arc::clone(&url));
-        black_box(
-            pool.call(&breaker, move || get(&agent, &url))
-                .expect("loopback call"),
-        );
+        black_box(pool.call(move || get(&agent, &url)).expect("loopback call"));
     };
     let p = paired(ROUNDS, CALLS, &direct, &pooled);
     println!(
@@ -258,5 +320,6 @@ fn main() {
     bench(&mut c);
     c.final_summary();
     paired_closed_success();
+    paired_adaptive();
     paired_deadline_pool();
 }

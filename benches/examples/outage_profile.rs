@@ -17,7 +17,9 @@
 //! - the latency-primary breaker with a bulkhead of 16 on pricing,
 //! - the error-only breaker, a bulkhead of 16 and a deadline pool (16
 //!   threads, 15 ms deadline) on pricing, whose agent is given a 5 s
-//!   timeout as if it had none of its own: all three layers in one call.
+//!   timeout as if it had none of its own: all three layers in one call;
+//! - the latency-primary breaker with an adaptive bulkhead on pricing (at
+//!   most 16, floor 2), whose limit is sampled every 5 ms.
 //!
 //! ```text
 //! cargo run --release -p fusebox-benches --example outage_profile
@@ -46,7 +48,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use fusebox::isolation::{
-    Bulkhead, BulkheadSnapshot, DeadlinePool, DeadlinePoolSnapshot, Isolated, IsolationError,
+    AdaptiveLimit, Bulkhead, BulkheadSnapshot, DeadlinePool, DeadlinePoolSnapshot, Isolated,
+    IsolationError,
 };
 use fusebox::{Breaker, BreakerBuilder, CallPath, Classifier, LatencyTrip, State, Verdict};
 use plotters::prelude::*;
@@ -187,6 +190,9 @@ struct Config {
     bulkhead: Option<usize>,
     /// A deadline pool on pricing: its threads and its deadline.
     deadline: Option<(usize, Duration)>,
+    /// The bulkhead's limit is adaptive, at most `bulkhead`, with this
+    /// floor.
+    adaptive: Option<usize>,
 }
 
 /// Pricing's bulkhead: a quarter of the 64-worker pool.
@@ -202,6 +208,7 @@ const CONFIGS: [Config; 7] = [
         guard: Guard::None,
         bulkhead: None,
         deadline: None,
+        adaptive: None,
     },
     Config {
         name: "timeout only (200 ms)",
@@ -209,6 +216,7 @@ const CONFIGS: [Config; 7] = [
         guard: Guard::None,
         bulkhead: None,
         deadline: None,
+        adaptive: None,
     },
     Config {
         name: "error-only breaker (1 s timeout)",
@@ -216,6 +224,7 @@ const CONFIGS: [Config; 7] = [
         guard: Guard::ErrorOnly,
         bulkhead: None,
         deadline: None,
+        adaptive: None,
     },
     Config {
         name: "latency-primary breaker (1 s timeout)",
@@ -223,6 +232,7 @@ const CONFIGS: [Config; 7] = [
         guard: Guard::LatencyPrimary,
         bulkhead: None,
         deadline: None,
+        adaptive: None,
     },
     Config {
         name: "error-only breaker (200 ms timeout)",
@@ -230,6 +240,7 @@ const CONFIGS: [Config; 7] = [
         guard: Guard::ErrorOnly,
         bulkhead: None,
         deadline: None,
+        adaptive: None,
     },
     Config {
         name: "latency-primary breaker + bulkhead of 16 (1 s timeout)",
@@ -237,6 +248,7 @@ const CONFIGS: [Config; 7] = [
         guard: Guard::LatencyPrimary,
         bulkhead: Some(BULKHEAD),
         deadline: None,
+        adaptive: None,
     },
     Config {
         name: "error-only breaker + bulkhead of 16 + 15 ms deadline (no timeout of its own)",
@@ -244,8 +256,26 @@ const CONFIGS: [Config; 7] = [
         guard: Guard::ErrorOnly,
         bulkhead: Some(BULKHEAD),
         deadline: Some((POOL_THREADS, DEADLINE)),
+        adaptive: None,
     },
 ];
+
+/// The adaptive bulkhead's floor.
+const ADAPTIVE_FLOOR: usize = 2;
+
+/// Beside the fixed bulkhead of 16: the same breaker with an adaptive limit
+/// of at most 16.
+const ADAPTIVE_CONFIGS: [Config; 1] = [Config {
+    name: "latency-primary breaker + adaptive bulkhead of at most 16, floor 2 (1 s timeout)",
+    timeout: Duration::from_secs(1),
+    guard: Guard::LatencyPrimary,
+    bulkhead: Some(BULKHEAD),
+    deadline: None,
+    adaptive: Some(ADAPTIVE_FLOOR),
+}];
+
+/// How often the adaptive limit is sampled.
+const LIMIT_EVERY: Duration = Duration::from_millis(5);
 
 /// Timeouts, refused or reset connections and 5xx answers are the
 /// consumer's failures; anything else is not.
@@ -378,7 +408,7 @@ impl Client {
         };
         match result {
             Ok(()) => Answer::Answered,
-            Err(e) if e.is_refused() => Answer::Refused,
+            Err(e) if e.nothing_attempted() => Answer::Refused,
             Err(_) => Answer::Failed,
         }
     }
@@ -401,6 +431,8 @@ struct Run {
     peak_pricing_in_flight: usize,
     bulkhead: Option<BulkheadSnapshot>,
     pool: Option<DeadlinePoolSnapshot>,
+    /// An adaptive bulkhead's limit, every `LIMIT_EVERY`.
+    limits: Vec<(Instant, usize)>,
 }
 
 fn run(config: Config, pricing: SocketAddr, compliance: SocketAddr) -> Run {
@@ -430,12 +462,11 @@ fn run(config: Config, pricing: SocketAddr, compliance: SocketAddr) -> Run {
     let pricing_guard = pricing_breaker.map(|b| {
         let mut guard = Isolated::new(b);
         if let Some(n) = config.bulkhead {
-            guard = guard.with_bulkhead(
-                Bulkhead::builder("pricing")
-                    .max_concurrent(n)
-                    .build()
-                    .expect("valid bulkhead"),
-            );
+            let mut bulkhead = Bulkhead::builder("pricing").max_concurrent(n);
+            if let Some(floor) = config.adaptive {
+                bulkhead = bulkhead.adaptive(AdaptiveLimit::new().floor(floor));
+            }
+            guard = guard.with_bulkhead(bulkhead.build().expect("valid bulkhead"));
         }
         if let Some((threads, deadline)) = config.deadline {
             guard = guard.with_deadline_pool(
@@ -477,6 +508,8 @@ fn run(config: Config, pricing: SocketAddr, compliance: SocketAddr) -> Run {
         })
         .collect();
 
+    let sampler = sample_limits(&clients[0], end);
+
     let period = Duration::from_nanos(1_000_000_000 / RATE);
     let mut trigger = 0u64;
     loop {
@@ -499,6 +532,7 @@ fn run(config: Config, pricing: SocketAddr, compliance: SocketAddr) -> Run {
         .flat_map(|w| w.join().expect("worker"))
         .collect();
     STEP.store(u64::MAX, Ordering::Relaxed);
+    let limits = sampler.map_or_else(Vec::new, |s| s.join().expect("limit sampler"));
     let pricing_changes = pricing_changes.lock().unwrap().clone();
     let guard = clients[0].guard.as_ref();
     let bulkhead = guard.and_then(Isolated::bulkhead).map(Bulkhead::snapshot);
@@ -515,7 +549,26 @@ fn run(config: Config, pricing: SocketAddr, compliance: SocketAddr) -> Run {
         peak_pricing_in_flight: peak.load(Ordering::Relaxed),
         bulkhead,
         pool,
+        limits,
     }
+}
+
+/// With an adaptive bulkhead on pricing, a thread that reads its limit
+/// every `LIMIT_EVERY` until `end`.
+fn sample_limits(
+    pricing: &Client,
+    end: Instant,
+) -> Option<thread::JoinHandle<Vec<(Instant, usize)>>> {
+    let bulkhead = pricing.guard.as_ref()?.bulkhead()?.clone();
+    bulkhead.snapshot().adaptive?;
+    Some(thread::spawn(move || {
+        let mut limits = Vec::new();
+        while Instant::now() < end {
+            limits.push((Instant::now(), bulkhead.snapshot().limit));
+            thread::sleep(LIMIT_EVERY);
+        }
+        limits
+    }))
 }
 
 fn work(
@@ -742,6 +795,62 @@ fn table(rows: &[Row]) -> String {
     s
 }
 
+/// What an adaptive bulkhead's limit did: its healthy value, how soon it
+/// fell after the slowdown, how soon it was back after the recovery, and
+/// the pricing calls it refused at the healthy load.
+fn adaptive_summary(run: &Run) -> Option<String> {
+    if run.limits.is_empty() {
+        return None;
+    }
+    let mut healthy: Vec<usize> = run
+        .limits
+        .iter()
+        .filter(|(t, _)| (run.start + WARMUP..run.step).contains(t))
+        .map(|&(_, l)| l)
+        .collect();
+    healthy.sort_unstable();
+    let healthy = *healthy.get(healthy.len() / 2)?;
+    let after = |from: Instant, pred: &dyn Fn(usize) -> bool| {
+        run.limits
+            .iter()
+            .find(|&&(t, l)| t >= from && pred(l))
+            .map(|&(t, _)| t - from)
+    };
+    let show_after = |d: Option<Duration>| d.map_or_else(|| "never".to_string(), show);
+    let fell = after(run.step, &|l| l < healthy);
+    let floor = after(run.step, &|l| l <= ADAPTIVE_FLOOR);
+    let healed = run.step + OUTAGE;
+    let back = after(healed, &|l| l as f64 >= 0.9 * healthy as f64);
+    let refused_healthy = run
+        .emits
+        .iter()
+        .filter(|e| {
+            e.consumer == Consumer::Pricing
+                && (run.start + WARMUP..run.step).contains(&e.due)
+                && e.answer == Answer::Refused
+        })
+        .count();
+    let lowest = run
+        .limits
+        .iter()
+        .filter(|(t, _)| *t >= run.step)
+        .map(|&(_, l)| l)
+        .min()
+        .unwrap_or(healthy);
+    Some(format!(
+        "\n*{}*: the limit read {healthy} through the healthy phase (the median of its \
+         samples every {} ms) and refused {refused_healthy} pricing calls there; after the \
+         slowdown it fell below {healthy} at {}, reached its floor of {ADAPTIVE_FLOOR} at {} \
+         (lowest {lowest}), and was back within 10% of {healthy} {} after the vendor \
+         recovered.\n",
+        run.config.name,
+        LIMIT_EVERY.as_millis(),
+        show_after(fell),
+        show_after(floor),
+        show_after(back),
+    ))
+}
+
 // ------------------------------------------------------------------- plot
 
 const BUCKET: Duration = Duration::from_millis(100);
@@ -960,7 +1069,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let began = Instant::now();
     let mut runs = Vec::new();
-    for config in CONFIGS {
+    for config in CONFIGS.into_iter().chain(ADAPTIVE_CONFIGS) {
         eprintln!("running: {}", config.name);
         let r = run(config, pricing, compliance);
         // Let the last slow answers of this run drain before the next.
@@ -972,6 +1081,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         runs.iter().for_each(print_trace);
     }
     let mut table = table(&rows);
+    for line in runs.iter().filter_map(adaptive_summary) {
+        table.push_str(&line);
+    }
     let mut healthy: Vec<Duration> = runs
         .iter()
         .flat_map(|r| {

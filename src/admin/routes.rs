@@ -67,6 +67,8 @@ pub(crate) fn route(shared: &Shared, head: &Head, conn: &mut Conn) -> Reply {
         | ["audit"]
         | ["breakers", _]
         | ["breakers", _, "events"]
+        | ["bulkheads"]
+        | ["bulkheads", _]
         | ["health", "liveness" | "readiness"]
             if !get =>
         {
@@ -103,6 +105,13 @@ pub(crate) fn route(shared: &Shared, head: &Head, conn: &mut Conn) -> Reply {
         ["breakers", name, "events"] => match shared.registry.get(name) {
             Some(b) => json(200, &EventsJson::new(&b.snapshot(), b.event_log_capacity())),
             None => Reply::error(404, "no such breaker"),
+        },
+        #[cfg(feature = "isolation")]
+        ["bulkheads"] => json(200, &shared.registry.bulkhead_snapshots()),
+        #[cfg(feature = "isolation")]
+        ["bulkheads", name] => match shared.registry.bulkhead(name) {
+            Some(b) => json(200, &b.snapshot()),
+            None => Reply::error(404, "no such bulkhead"),
         },
         ["health"] => {
             let (ready, readiness) = readiness(shared);

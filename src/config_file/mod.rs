@@ -44,12 +44,20 @@
 //! # Ok::<(), fusebox::config_file::FileError>(())
 //! ```
 //!
+//! With the `isolation` feature a file also declares bulkheads,
+//! `[bulkheads.NAME]` (`max_concurrent`, `max_wait`, `adaptive` as a table
+//! of [`AdaptiveLimit`](crate::isolation::AdaptiveLimit)'s settings,
+//! `lanes` as a list of `{ name, share }`, `shed_last`), registered with
+//! the registry under their names.
+//!
 //! `examples/ops.toml` is a documented example; `examples/trading.toml`
 //! documents the trading-aware settings (`ramp_up`, `maintenance_window`,
 //! `deadlines`, `probe_lead`, `short_circuit_in_maintenance`), with
 //! instants in RFC 3339 and, under the `calendar` feature, weekly windows
 //! and daily deadlines in a named time zone.
 
+#[cfg(feature = "isolation")]
+mod bulkhead;
 mod duration;
 mod error;
 mod trading;
@@ -80,6 +88,10 @@ pub struct RegistryFile {
     /// Named breakers, each from a template, with a setting or two changed.
     #[serde(default)]
     breakers: BTreeMap<String, Settings>,
+    /// Named bulkheads (feature `isolation`).
+    #[cfg(feature = "isolation")]
+    #[serde(default)]
+    bulkheads: BTreeMap<String, bulkhead::BulkheadSettings>,
 }
 
 /// Every builder setting, each optional: the builder's default applies to
@@ -185,7 +197,8 @@ impl Loader {
         self
     }
 
-    /// Gives every template this clock (`quanta::Clock::mock()` in tests).
+    /// Gives every template and bulkhead this clock (`quanta::Clock::mock()`
+    /// in tests).
     pub fn clock(mut self, clock: quanta::Clock) -> Self {
         self.clock = Some(clock);
         self
@@ -306,6 +319,8 @@ impl Loader {
                 })?;
             breakers.push((breaker, template, b));
         }
+        #[cfg(feature = "isolation")]
+        let bulkheads = self.bulkheads(&file, registry)?;
         for (name, config) in templates {
             registry.add_template(name, config)?;
         }
@@ -316,7 +331,37 @@ impl Loader {
                 registry.set_critical(&name, true)?;
             }
         }
+        #[cfg(feature = "isolation")]
+        for bulkhead in bulkheads {
+            registry.register_bulkhead(bulkhead)?;
+        }
         Ok(())
+    }
+
+    /// The file's bulkheads, built and checked against the registry's.
+    #[cfg(feature = "isolation")]
+    fn bulkheads(
+        &self,
+        file: &RegistryFile,
+        registry: &Registry,
+    ) -> Result<Vec<crate::isolation::Bulkhead>, FileError> {
+        let mut built = Vec::new();
+        for (name, settings) in &file.bulkheads {
+            let entry = format!("bulkhead `{name}`");
+            let bulkhead = settings
+                .build(name, self.clock.as_ref())
+                .map_err(|source| FileError::Config { entry, source })?;
+            if registry.bulkhead(name).is_some() {
+                return Err(RegistryError::Conflict {
+                    name: name.clone(),
+                    existing: "a bulkhead already in the registry".into(),
+                    requested: "the file".into(),
+                }
+                .into());
+            }
+            built.push(bulkhead);
+        }
+        Ok(built)
     }
 
     fn apply<T>(

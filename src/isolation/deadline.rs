@@ -13,7 +13,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::error::{at_least_one, settle, BuildError, Full, IsolationError, Layer, TimedOut};
-use crate::{Breaker, ConfigError, Permit};
+use crate::{ConfigError, Permit};
 
 /// A few worker threads for one dependency whose calls cannot be timed out
 /// themselves (a vendor SDK with no timeout), so that the caller waits at
@@ -25,26 +25,33 @@ use crate::{Breaker, ConfigError, Permit};
 ///   returns, even after its caller has given up on it. The pool therefore
 ///   bounds how many threads a hung vendor can hold, and a pool whose slots
 ///   are all held refuses at once with [`Full`].
-/// - At the deadline the caller gets [`IsolationError::TimedOut`], and a
-///   breaker passed to [`call`](Self::call) counts the failure then, not
-///   when the call returns: a breaker can open while calls still hang.
+/// - At the deadline the caller gets [`IsolationError::TimedOut`], and the
+///   breaker counts the failure then, not when the call returns: a breaker
+///   can open while calls still hang.
+///
+/// Calls go through an [`Isolated`](super::Isolated), which asks the
+/// breaker (and a bulkhead, if it has one) first:
 ///
 /// ```
-/// use fusebox::isolation::DeadlinePool;
+/// use fusebox::isolation::{DeadlinePool, Isolated};
 /// use fusebox::{Breaker, CallPath, Classifier};
 /// use std::time::Duration;
 ///
-/// let breaker = Breaker::builder("vendor-sdk")
-///     .call_path(CallPath::AltData)
-///     .classifier(Classifier::every_error_is_a_failure())
-///     .build()?;
-/// let pool = DeadlinePool::builder("vendor-sdk")
-///     .threads(4)
-///     .deadline(Duration::from_millis(250))
-///     .build()?;
+/// let sentiment = Isolated::new(
+///     Breaker::builder("vendor-sdk")
+///         .call_path(CallPath::AltData)
+///         .classifier(Classifier::every_error_is_a_failure())
+///         .build()?,
+/// )
+/// .with_deadline_pool(
+///     DeadlinePool::builder("vendor-sdk")
+///         .threads(4)
+///         .deadline(Duration::from_millis(250))
+///         .build()?,
+/// );
 ///
-/// let sentiment = pool.call(&breaker, || Ok::<_, std::io::Error>(0.7));
-/// assert_eq!(sentiment.unwrap(), 0.7);
+/// let score = sentiment.call(|| Ok::<_, std::io::Error>(0.7));
+/// assert_eq!(score.unwrap(), 0.7);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
@@ -110,7 +117,8 @@ impl DeadlinePoolBuilder {
     }
 
     /// How long a caller waits for a call before abandoning it. Required;
-    /// more than zero. [`DeadlinePool::call_within`] overrides it per call.
+    /// more than zero. [`Isolated::call_within`](super::Isolated::call_within)
+    /// overrides it per call.
     pub fn deadline(mut self, deadline: Duration) -> Self {
         self.deadline = Some(deadline);
         self
@@ -222,72 +230,11 @@ impl DeadlinePool {
         self.inner.deadline
     }
 
-    /// Runs `f` on the pool through `breaker`, and waits at most the pool's
-    /// deadline for it.
-    ///
-    /// The breaker is asked first; a full pool hands the breaker's permit
-    /// back unused (not the dependency's failure). At the deadline the
-    /// permit is settled as a failure and the caller gets
-    /// [`IsolationError::TimedOut`], while `f` goes on holding its thread
-    /// until it returns. A panic in `f` counts as a failure and resumes
-    /// unwinding in the caller.
-    ///
-    /// # Errors
-    ///
-    /// [`IsolationError::Rejected`] or [`IsolationError::Full`] when nothing
-    /// was attempted; [`IsolationError::TimedOut`] at the deadline;
-    /// [`IsolationError::Failed`] with `f`'s error.
-    pub fn call<T, E, F>(&self, breaker: &Breaker, f: F) -> Result<T, IsolationError<E>>
-    where
-        F: FnOnce() -> Result<T, E> + Send + 'static,
-        T: Send + 'static,
-        E: StdError + Send + 'static,
-    {
-        self.call_within(breaker, self.inner.deadline, f)
-    }
-
-    /// [`call`](Self::call) with this call's own deadline.
-    ///
-    /// # Errors
-    ///
-    /// As [`call`](Self::call).
-    pub fn call_within<T, E, F>(
-        &self,
-        breaker: &Breaker,
-        deadline: Duration,
-        f: F,
-    ) -> Result<T, IsolationError<E>>
-    where
-        F: FnOnce() -> Result<T, E> + Send + 'static,
-        T: Send + 'static,
-        E: StdError + Send + 'static,
-    {
-        let permit = breaker.try_acquire().map_err(IsolationError::Rejected)?;
-        self.run_with_permit(permit, deadline, f)
-    }
-
-    /// Runs `f` on the pool with no breaker, and waits at most the pool's
-    /// deadline for it.
-    ///
-    /// # Errors
-    ///
-    /// [`IsolationError::Full`], [`IsolationError::TimedOut`] or
-    /// [`IsolationError::Failed`]; never `Rejected`.
-    pub fn run<T, E, F>(&self, f: F) -> Result<T, IsolationError<E>>
-    where
-        F: FnOnce() -> Result<T, E> + Send + 'static,
-        T: Send + 'static,
-        E: Send + 'static,
-    {
-        let pending = self.submit(f).map_err(IsolationError::Full)?;
-        match pending.wait(self.inner.deadline) {
-            Waited::Returned(result) => result.map_err(IsolationError::Failed),
-            Waited::Panicked(payload) => resume_unwind(payload),
-            Waited::TimedOut(t) => Err(IsolationError::TimedOut(t)),
-        }
-    }
-
-    /// The pool's half of a guarded call, once the breaker has admitted it.
+    /// The pool's half of a guarded call, once the breaker has admitted it:
+    /// a full pool hands the breaker's permit back unused (not the
+    /// dependency's failure); at the deadline the permit is settled as a
+    /// failure while `f` goes on holding its thread until it returns; a
+    /// panic in `f` counts as a failure and resumes unwinding in the caller.
     pub(super) fn run_with_permit<T, E, F>(
         &self,
         permit: Permit<'_>,
@@ -385,6 +332,7 @@ impl DeadlinePool {
         self.inner.shared.refusals.fetch_add(1, Ordering::Relaxed);
         Full {
             name: self.inner.name,
+            lane: None,
             layer: Layer::DeadlinePool,
             limit: self.inner.threads,
             waited: Duration::ZERO,

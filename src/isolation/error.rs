@@ -37,6 +37,8 @@ impl fmt::Display for Layer {
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Full {
     pub(super) name: crate::name::Inline,
+    /// The bulkhead's lane the call was made in, if it has lanes.
+    pub(super) lane: Option<crate::name::Inline>,
     pub(super) layer: Layer,
     pub(super) limit: usize,
     pub(super) waited: Duration,
@@ -48,12 +50,18 @@ impl Full {
         self.name.as_str()
     }
 
+    /// The bulkhead's lane the call was made in, if the bulkhead has lanes.
+    pub fn lane(&self) -> Option<&str> {
+        self.lane.as_ref().map(|l| l.as_str())
+    }
+
     /// Which layer refused.
     pub fn layer(&self) -> Layer {
         self.layer
     }
 
-    /// Its limit: concurrent calls for a bulkhead, threads for a pool.
+    /// Its limit when it refused: concurrent calls for a bulkhead (the
+    /// limit then, for an adaptive one), threads for a pool.
     pub fn limit(&self) -> usize {
         self.limit
     }
@@ -69,6 +77,7 @@ impl fmt::Debug for Full {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Full")
             .field("name", &self.name)
+            .field("lane", &self.lane)
             .field("layer", &self.layer)
             .field("limit", &self.limit)
             .field("waited", &self.waited)
@@ -78,11 +87,11 @@ impl fmt::Debug for Full {
 
 impl fmt::Display for Full {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} `{}` is full ({} in use): call not attempted",
-            self.layer, self.name, self.limit
-        )?;
+        write!(f, "{} `{}`", self.layer, self.name)?;
+        if let Some(lane) = &self.lane {
+            write!(f, " lane `{lane}`")?;
+        }
+        write!(f, " is full ({} in use): call not attempted", self.limit)?;
         if !self.waited.is_zero() {
             write!(
                 f,
@@ -163,9 +172,11 @@ pub enum IsolationError<E> {
 }
 
 impl<E> IsolationError<E> {
-    /// Whether the call was refused without being attempted, by the breaker
-    /// or for want of a slot.
-    pub fn is_refused(&self) -> bool {
+    /// Whether nothing was attempted: the breaker refused the call, or a
+    /// bulkhead or deadline pool had no room (what a chain's
+    /// `Skip::nothing_attempted` says of a link). A fallback is then always
+    /// safe.
+    pub fn nothing_attempted(&self) -> bool {
         matches!(self, IsolationError::Rejected(_) | IsolationError::Full(_))
     }
 
@@ -173,22 +184,6 @@ impl<E> IsolationError<E> {
     pub fn rejected(&self) -> Option<&Rejected> {
         match self {
             IsolationError::Rejected(r) => Some(r),
-            _ => None,
-        }
-    }
-
-    /// The refusal for want of a slot, if that is what happened.
-    pub fn full(&self) -> Option<&Full> {
-        match self {
-            IsolationError::Full(f) => Some(f),
-            _ => None,
-        }
-    }
-
-    /// The deadline that passed, if the call was abandoned.
-    pub fn timed_out(&self) -> Option<&TimedOut> {
-        match self {
-            IsolationError::TimedOut(t) => Some(t),
             _ => None,
         }
     }

@@ -43,7 +43,7 @@ use crate::Breaker;
 /// );
 /// match pricing.call(|| Ok::<_, std::io::Error>(101.25)) {
 ///     Ok(price) => assert_eq!(price, 101.25),
-///     Err(e) if e.is_refused() => { /* nothing attempted: last known price */ }
+///     Err(e) if e.nothing_attempted() => { /* nothing attempted: last known price */ }
 ///     Err(e) => { /* attempted: timed out or failed */ }
 /// }
 /// # Ok::<(), Box<dyn std::error::Error>>(())

@@ -8,7 +8,11 @@
 //! - [`Bulkhead`]: at most N calls to one dependency at a time, so that a
 //!   slow dependency holds at most N of the caller's threads. A caller
 //!   beyond that is refused at once (or after a bounded wait) with
-//!   [`Full`], which never counts as the dependency's failure.
+//!   [`Full`], which never counts as the dependency's failure. With an
+//!   [`AdaptiveLimit`], N falls when the dependency slows down (the calls
+//!   still in flight counting with their ages) and grows back when it
+//!   recovers; with lanes, kinds of call share N, each with a guaranteed
+//!   share and one shed last.
 //! - [`DeadlinePool`]: for a call that cannot time itself out (a vendor SDK
 //!   with none), a few worker threads run it and the caller waits at most
 //!   its deadline. At the deadline the breaker counts a failure, so it can
@@ -29,16 +33,23 @@
 //!
 //! [`Breaker::try_acquire`]: crate::Breaker::try_acquire
 
+mod adaptive;
 mod bulkhead;
 mod dead_letter;
 mod deadline;
 mod error;
 #[cfg(feature = "async")]
 mod future;
+mod gradient;
 mod isolated;
 mod lanes;
+mod shares;
+mod tracked;
 
-pub use bulkhead::{Bulkhead, BulkheadBuilder, BulkheadSnapshot, Slot};
+pub use adaptive::AdaptiveLimit;
+pub use bulkhead::{
+    AdaptiveSnapshot, Bulkhead, BulkheadBuilder, BulkheadSnapshot, LaneSnapshot, Slot,
+};
 pub use dead_letter::{
     DeadLetterSnapshot, DeadLetters, DeadLettersBuilder, Emitted, PrioritySnapshot, Refused,
     RefusedBecause, Replay, ReplayStop, Shed, MAX_PRIORITIES,
@@ -48,6 +59,14 @@ pub use error::{BuildError, Full, IsolationError, Layer, TimedOut};
 #[cfg(feature = "async")]
 pub use future::IsolatedFuture;
 pub use isolated::Isolated;
+
+/// The bulkhead's lock-free parts, for the model checker's test only.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod model {
+    pub use super::shares::model::Shares;
+    pub use super::tracked::model::Tracked;
+}
 
 /// The Rust examples of `docs/isolation.md`, compiled and run as doctests.
 #[cfg(doctest)]

@@ -42,9 +42,16 @@
 //! | metric | type | meaning |
 //! |---|---|---|
 //! | `fusebox_bulkhead_in_use{bulkhead}` | gauge | slots in use |
-//! | `fusebox_bulkhead_max_concurrent{bulkhead}` | gauge | the limit |
+//! | `fusebox_bulkhead_max_concurrent{bulkhead}` | gauge | `max_concurrent`: the limit, or the most an adaptive one grows to |
+//! | `fusebox_bulkhead_limit{bulkhead}` | gauge | the limit now |
 //! | `fusebox_bulkhead_peak{bulkhead}` | gauge | the most slots ever in use at once |
 //! | `fusebox_bulkhead_refusals_total{bulkhead}` | counter | callers refused for want of a slot |
+//! | `fusebox_bulkhead_limit_floor{bulkhead}` | gauge | the least an adaptive limit falls to (adaptive bulkheads only) |
+//! | `fusebox_bulkhead_window_latency_seconds{bulkhead}` | gauge | the last judged window's latency (adaptive bulkheads, once one is judged) |
+//! | `fusebox_bulkhead_baseline_latency_seconds{bulkhead}` | gauge | the baseline an adaptive limit judges windows against (the same) |
+//! | `fusebox_bulkhead_lane_in_use{bulkhead,lane}` | gauge | a lane's calls in flight (bulkheads with lanes) |
+//! | `fusebox_bulkhead_lane_guaranteed{bulkhead,lane}` | gauge | the slots a lane is guaranteed at the limit now |
+//! | `fusebox_bulkhead_lane_refusals_total{bulkhead,lane}` | counter | a lane's callers refused |
 //! | `fusebox_deadline_pool_threads{pool}` | gauge | the deadline pool's worker threads |
 //! | `fusebox_deadline_pool_in_flight{pool}` | gauge | slots held: calls queued or running, abandoned ones included |
 //! | `fusebox_deadline_pool_abandoned{pool}` | gauge | calls abandoned at their deadline that still hold a thread |
@@ -625,9 +632,125 @@ fn link_counters(
     Ok(())
 }
 
-/// How a bulkhead gauge is read from its snapshot.
+/// How a bulkhead gauge is read from its snapshot: `None` leaves the
+/// bulkhead out of the family.
 #[cfg(feature = "isolation")]
-type BulkheadGauge = fn(&crate::isolation::BulkheadSnapshot) -> i64;
+type BulkheadGauge = fn(&crate::isolation::BulkheadSnapshot) -> Option<f64>;
+
+/// The bulkheads' families: every bulkhead's limit and slots, an adaptive
+/// limit's floor and latencies, and each lane's.
+#[cfg(feature = "isolation")]
+fn bulkhead_families(
+    e: &mut DescriptorEncoder<'_>,
+    bulkheads: &[crate::isolation::BulkheadSnapshot],
+) -> Result<(), fmt::Error> {
+    use prometheus_client::encoding::NoLabelSet;
+
+    let secs = Unit::Seconds;
+    let gauges: [(&str, &str, Option<&Unit>, BulkheadGauge); 7] = [
+        ("fusebox_bulkhead_in_use", "Bulkhead slots in use.", None, |b| {
+            Some(b.in_use as f64)
+        }),
+        (
+            "fusebox_bulkhead_max_concurrent",
+            "The bulkhead's max_concurrent: its limit, or the most an adaptive limit grows to.",
+            None,
+            |b| Some(b.max_concurrent as f64),
+        ),
+        (
+            "fusebox_bulkhead_limit",
+            "The bulkhead's limit now.",
+            None,
+            |b| Some(b.limit as f64),
+        ),
+        (
+            "fusebox_bulkhead_peak",
+            "The most bulkhead slots ever in use at once.",
+            None,
+            |b| Some(b.peak as f64),
+        ),
+        (
+            "fusebox_bulkhead_limit_floor",
+            "The least an adaptive limit falls to.",
+            None,
+            |b| b.adaptive.map(|a| a.floor as f64),
+        ),
+        (
+            "fusebox_bulkhead_window_latency",
+            "The latency of the adaptive limit's last judged window: the median of its returned calls and of the ages of the calls then in flight.",
+            Some(&secs),
+            |b| b.adaptive.and_then(|a| a.latency).map(|d| d.as_secs_f64()),
+        ),
+        (
+            "fusebox_bulkhead_baseline_latency",
+            "The baseline an adaptive limit judges its windows against.",
+            Some(&secs),
+            |b| b.adaptive.and_then(|a| a.baseline).map(|d| d.as_secs_f64()),
+        ),
+    ];
+    for (name, help, unit, value) in gauges {
+        if bulkheads.iter().all(|b| value(b).is_none()) {
+            continue;
+        }
+        let mut m = family(e, name, help, unit, MetricType::Gauge)?;
+        for b in bulkheads {
+            if let Some(v) = value(b) {
+                m.encode_family(&[("bulkhead", &*b.name)])?
+                    .encode_gauge(&v)?;
+            }
+        }
+    }
+    let mut m = family(
+        e,
+        "fusebox_bulkhead_refusals",
+        "Callers refused for want of a bulkhead slot.",
+        None,
+        MetricType::Counter,
+    )?;
+    for b in bulkheads {
+        m.encode_family(&[("bulkhead", &*b.name)])?
+            .encode_counter::<NoLabelSet, _, f64>(&b.refusals, None)?;
+    }
+    if bulkheads.iter().all(|b| b.lanes.is_empty()) {
+        return Ok(());
+    }
+    type LaneValue = fn(&crate::isolation::LaneSnapshot) -> i64;
+    let lane_gauges: [(&str, &str, LaneValue); 2] = [
+        (
+            "fusebox_bulkhead_lane_in_use",
+            "A bulkhead lane's calls in flight.",
+            |l| l.in_use as i64,
+        ),
+        (
+            "fusebox_bulkhead_lane_guaranteed",
+            "The slots a bulkhead lane is guaranteed at the limit now.",
+            |l| l.guaranteed as i64,
+        ),
+    ];
+    for (name, help, value) in lane_gauges {
+        let mut m = family(e, name, help, None, MetricType::Gauge)?;
+        for b in bulkheads {
+            for l in &b.lanes {
+                m.encode_family(&[("bulkhead", &*b.name), ("lane", &*l.name)])?
+                    .encode_gauge(&value(l))?;
+            }
+        }
+    }
+    let mut m = family(
+        e,
+        "fusebox_bulkhead_lane_refusals",
+        "A bulkhead lane's callers refused for want of a slot.",
+        None,
+        MetricType::Counter,
+    )?;
+    for b in bulkheads {
+        for l in &b.lanes {
+            m.encode_family(&[("bulkhead", &*b.name), ("lane", &*l.name)])?
+                .encode_counter::<NoLabelSet, _, f64>(&l.refusals, None)?;
+        }
+    }
+    Ok(())
+}
 
 /// The bulkheads' and dead-letter buffers' families.
 #[cfg(feature = "isolation")]
@@ -636,39 +759,7 @@ fn isolation(registry: &Registry, e: &mut DescriptorEncoder<'_>) -> Result<(), f
 
     let bulkheads = registry.bulkhead_snapshots();
     if !bulkheads.is_empty() {
-        let gauges: [(&str, &str, BulkheadGauge); 3] = [
-            ("fusebox_bulkhead_in_use", "Bulkhead slots in use.", |b| {
-                b.in_use as i64
-            }),
-            (
-                "fusebox_bulkhead_max_concurrent",
-                "The bulkhead's limit.",
-                |b| b.max_concurrent as i64,
-            ),
-            (
-                "fusebox_bulkhead_peak",
-                "The most bulkhead slots ever in use at once.",
-                |b| b.peak as i64,
-            ),
-        ];
-        for (name, help, value) in gauges {
-            let mut m = family(e, name, help, None, MetricType::Gauge)?;
-            for b in &bulkheads {
-                m.encode_family(&[("bulkhead", &*b.name)])?
-                    .encode_gauge(&value(b))?;
-            }
-        }
-        let mut m = family(
-            e,
-            "fusebox_bulkhead_refusals",
-            "Callers refused for want of a bulkhead slot.",
-            None,
-            MetricType::Counter,
-        )?;
-        for b in &bulkheads {
-            m.encode_family(&[("bulkhead", &*b.name)])?
-                .encode_counter::<NoLabelSet, _, f64>(&b.refusals, None)?;
-        }
+        bulkhead_families(e, &bulkheads)?;
     }
     let pools = registry.deadline_pool_snapshots();
     if !pools.is_empty() {

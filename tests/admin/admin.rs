@@ -115,6 +115,51 @@ fn bearer() -> Option<&'static str> {
 
 const BODY: &str = r#"{"actor": "alice", "reason": "vendor maintenance"}"#;
 
+#[cfg(feature = "isolation")]
+#[test]
+fn bulkheads_are_served_with_their_limit_and_lanes() {
+    use fusebox::isolation::{AdaptiveLimit, Bulkhead};
+
+    let (registry, admin) = start();
+    let addr = admin.addr();
+    let pricing = Bulkhead::builder("pricing")
+        .max_concurrent(16)
+        .adaptive(AdaptiveLimit::new().floor(2))
+        .lane("intraday", 0.8)
+        .lane("batch", 0.2)
+        .shed_last("intraday")
+        .build()
+        .unwrap();
+    registry.register_bulkhead(pricing.clone()).unwrap();
+    let batch = pricing.lane("batch").unwrap();
+    let _slot = batch.try_enter().unwrap();
+
+    let all = get(addr, "/bulkheads");
+    assert_eq!(all.status, 200);
+    assert_eq!(all.json().as_array().unwrap().len(), 1);
+    let one = get(addr, "/bulkheads/pricing");
+    assert_eq!(one.status, 200);
+    let one = one.json();
+    assert_eq!(one, all.json()[0]);
+    assert_eq!(
+        (one["limit"].as_u64(), one["in_use"].as_u64()),
+        (Some(16), Some(1))
+    );
+    assert_eq!(one["adaptive"]["floor"], 2);
+    assert_eq!(one["adaptive"]["latency_seconds"], Value::Null);
+    assert_eq!(
+        one["lanes"],
+        serde_json::json!([
+            {"name": "intraday", "share": 0.8, "shed_last": true, "guaranteed": 13,
+             "in_use": 0, "refusals": 0},
+            {"name": "batch", "share": 0.2, "shed_last": false, "guaranteed": 3,
+             "in_use": 1, "refusals": 0},
+        ])
+    );
+    assert_eq!(get(addr, "/bulkheads/nope").status, 404);
+    assert_eq!(post(addr, "/bulkheads", bearer(), BODY).status, 405);
+}
+
 #[test]
 fn reads_answer_with_metrics_snapshots_health_and_audit() {
     let (registry, admin) = start();

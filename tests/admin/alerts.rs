@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fusebox::admin::{Admin, AdminConfig};
-use fusebox::isolation::{Bulkhead, DeadLetters, DeadlinePool};
+use fusebox::isolation::{AdaptiveLimit, Bulkhead, DeadLetters, DeadlinePool};
 use fusebox::registry::{Override, Registry};
 use fusebox::{BreakerConfig, CallPath, Classifier, LatencyTrip, State};
 
@@ -62,7 +62,7 @@ fn every_alert_has_a_unit_test_that_sees_it_fire_and_not_fire() {
         .lines()
         .filter_map(|l| l.trim().strip_prefix("- alert: "))
         .collect();
-    assert_eq!(alerts.len(), 7, "{alerts:?}");
+    assert_eq!(alerts.len(), 8, "{alerts:?}");
     for alert in alerts {
         // Each test case of an alert has an empty expectation (not firing)
         // and one with labels (firing).
@@ -99,7 +99,7 @@ fn exported_names() -> BTreeSet<String> {
                 .minimum_samples(1)
                 .threshold(SEC),
         )
-        .clock(clock)
+        .clock(clock.clone())
         .build()
         .unwrap();
     registry.add_template("timed", timed).unwrap();
@@ -116,6 +116,22 @@ fn exported_names() -> BTreeSet<String> {
     registry
         .register_bulkhead(Bulkhead::builder("pool").max_concurrent(1).build().unwrap())
         .unwrap();
+    // An adaptive one with lanes, with a window judged.
+    let adaptive = Bulkhead::builder("pricing")
+        .max_concurrent(4)
+        .adaptive(AdaptiveLimit::new().min_samples(1))
+        .lane("intraday", 0.5)
+        .lane("batch", 0.5)
+        .shed_last("intraday")
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    for _ in 0..2 {
+        let slot = adaptive.try_enter().unwrap();
+        mock.increment(SEC);
+        drop(slot);
+    }
+    registry.register_bulkhead(adaptive).unwrap();
     let letters = DeadLetters::builder("fills")
         .capacity(4)
         .build::<u32>()
@@ -155,6 +171,8 @@ fn exported_names() -> BTreeSet<String> {
     }
     assert!(names.contains("fusebox_breaker_call_duration_seconds_bucket"));
     assert!(names.contains("fusebox_deadline_pool_in_flight"));
+    assert!(names.contains("fusebox_bulkhead_window_latency_seconds"));
+    assert!(names.contains("fusebox_bulkhead_lane_refusals_total"));
     assert!(names.contains("fusebox_fleet_connected"));
     names
 }

@@ -506,6 +506,65 @@ fn a_full_bulkhead_is_a_skip_and_nothing_is_attempted() {
 
 #[cfg(feature = "isolation")]
 #[test]
+fn a_lane_of_an_adaptive_limit_that_fell_is_a_full_skip_and_nothing_is_attempted() {
+    use fusebox::isolation::{AdaptiveLimit, Bulkhead, Isolated};
+    let (clock, _mock) = clock();
+    let (limiter_clock, mock) = Clock::mock();
+    let bulkhead = Bulkhead::builder("primary")
+        .max_concurrent(8)
+        .adaptive(AdaptiveLimit::new().floor(2).min_samples(4))
+        .lane("intraday", 0.75)
+        .lane("batch", 0.25)
+        .shed_last("intraday")
+        .clock(limiter_clock)
+        .build()
+        .unwrap();
+    // A baseline of 8 ms, then intraday calls that hang until the limit
+    // falls to its floor, where batch is guaranteed nothing.
+    for _ in 0..4 {
+        let slot = bulkhead.try_enter().unwrap();
+        mock.increment(8 * MS);
+        drop(slot);
+    }
+    let _hung: Vec<_> = (0..8).map(|_| bulkhead.try_enter().unwrap()).collect();
+    for _ in 0..10 {
+        mock.increment(20 * MS);
+        assert!(bulkhead.try_enter().is_err());
+    }
+    assert_eq!(bulkhead.snapshot().limit, 2);
+    let batch =
+        Isolated::new(vendor("primary", &clock)).with_bulkhead(bulkhead.lane("batch").unwrap());
+    let calls = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&calls);
+    let s = Arc::new(Script::default());
+    let chain = Chain::builder("batch")
+        .isolated("primary", batch, move |_sym: &str| {
+            let counted = Arc::clone(&counted);
+            move || {
+                counted.fetch_add(1, Ordering::SeqCst);
+                Ok::<f64, DepError>(1.0)
+            }
+        })
+        .provider("secondary", &vendor("secondary", &clock), s.provider(2.0))
+        .build()
+        .unwrap();
+    let answer = chain.lookup("A").unwrap();
+    assert_eq!(answer.link(), "secondary");
+    let skip = answer.skipped()[0].skip();
+    let Skip::Full(full) = skip else {
+        panic!("expected a full bulkhead: {:?}", answer.skipped())
+    };
+    assert_eq!((full.lane(), full.limit()), (Some("batch"), 2));
+    assert!(skip.nothing_attempted());
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        0,
+        "the provider was not called"
+    );
+}
+
+#[cfg(feature = "isolation")]
+#[test]
 fn a_call_abandoned_at_its_deadline_pool_deadline_is_a_timed_out_skip() {
     use fusebox::isolation::{DeadlinePool, Isolated};
     let (clock, _mock) = clock();

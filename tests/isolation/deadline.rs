@@ -32,6 +32,11 @@ fn pool(threads: usize) -> DeadlinePool {
         .expect("valid pool")
 }
 
+/// `breaker`, then `pool`: the one way a call reaches a deadline pool.
+fn guarded(breaker: &fusebox::Breaker, pool: &DeadlinePool) -> Isolated {
+    Isolated::new(breaker.clone()).with_deadline_pool(pool.clone())
+}
+
 /// A dependency that hangs until the test ends (drops the sender), and
 /// counts what it saw: calls inside at once, and the threads it ran on.
 #[derive(Clone)]
@@ -89,7 +94,7 @@ fn a_dependency_that_hangs_forever_never_blocks_a_caller_beyond_its_deadline() {
                 for _ in 0..4 {
                     let started = Instant::now();
                     let hang = hang.clone();
-                    let r = pool.call(&breaker, move || hang.call());
+                    let r = guarded(&breaker, &pool).call(move || hang.call());
                     outcomes.push((started.elapsed(), r));
                 }
                 outcomes
@@ -133,7 +138,12 @@ fn a_dependency_that_hangs_forever_never_blocks_a_caller_beyond_its_deadline() {
     until_idle(&pool);
     let snap = pool.snapshot();
     assert_eq!((snap.abandoned, snap.returned_late), (0, 3));
-    assert_eq!(pool.call(&breaker, || Ok::<_, DepError>(8)).unwrap(), 8);
+    assert_eq!(
+        guarded(&breaker, &pool)
+            .call(|| Ok::<_, DepError>(8))
+            .unwrap(),
+        8
+    );
     assert!(hang.threads.lock().unwrap().len() <= 3);
 }
 
@@ -144,8 +154,8 @@ fn the_breaker_opens_at_the_deadline_while_calls_still_hang() {
     let (hang, release) = Hang::new();
     for _ in 0..2 {
         let hang = hang.clone();
-        let r = pool.call(&breaker, move || hang.call());
-        assert!(r.expect_err("hangs").timed_out().is_some());
+        let r = guarded(&breaker, &pool).call(move || hang.call());
+        assert!(matches!(r, Err(IsolationError::TimedOut(_))), "{r:?}");
     }
     // Open, with both calls still inside the dependency.
     assert_eq!(breaker.state(), State::Open);
@@ -153,7 +163,7 @@ fn the_breaker_opens_at_the_deadline_while_calls_still_hang() {
     assert_eq!(pool.snapshot().abandoned, 2);
     assert_eq!(breaker.snapshot().totals.failures, 2);
     // The open breaker refuses before the pool is asked.
-    let r = pool.call(&breaker, || Ok::<_, DepError>(1));
+    let r = guarded(&breaker, &pool).call(|| Ok::<_, DepError>(1));
     assert!(r.expect_err("open").rejected().is_some());
     assert_eq!(pool.snapshot().refusals, 0);
 
@@ -174,25 +184,25 @@ fn a_full_pool_refuses_at_once_and_the_breaker_does_not_count_it() {
     let (hang, release) = Hang::new();
     // Hold the only thread from another caller, with a long deadline.
     let holder = {
-        let (pool, hang) = (pool.clone(), hang.clone());
-        thread::spawn(move || pool.run(move || hang.call()))
+        let (isolated, hang) = (guarded(&breaker, &pool), hang.clone());
+        thread::spawn(move || isolated.call(move || hang.call()))
     };
     let give_up = Instant::now() + Duration::from_secs(10);
     while hang.inside.load(Ordering::SeqCst) == 0 {
         assert!(Instant::now() < give_up);
         thread::sleep(Duration::from_millis(1));
     }
-    let r = pool.call(&breaker, || Ok::<_, DepError>(1));
-    let full = *r
-        .expect_err("no thread free")
-        .full()
-        .expect("refused for want of a thread");
+    let r = guarded(&breaker, &pool).call(|| Ok::<_, DepError>(1));
+    let Err(IsolationError::Full(full)) = r else {
+        panic!("refused for want of a thread: {r:?}")
+    };
     assert_eq!((full.limit(), full.waited()), (1, Duration::ZERO));
     let s = breaker.snapshot();
     assert_eq!((s.state, s.totals.failures), (State::Closed, 0));
 
     drop(release);
     assert_eq!(holder.join().unwrap().unwrap(), 7);
+    assert_eq!(breaker.snapshot().totals.successes, 1, "only the held call");
 }
 
 #[test]
@@ -203,14 +213,19 @@ fn answers_within_the_deadline_are_returned_and_classified() {
         .deadline(Duration::from_secs(30))
         .build()
         .unwrap();
-    assert_eq!(pool.call(&breaker, || Ok::<_, DepError>(5)).unwrap(), 5);
-    let r = pool.call(&breaker, || Err::<u32, _>(DepError::Business(Business)));
+    assert_eq!(
+        guarded(&breaker, &pool)
+            .call(|| Ok::<_, DepError>(5))
+            .unwrap(),
+        5
+    );
+    let r = guarded(&breaker, &pool).call(|| Err::<u32, _>(DepError::Business(Business)));
     assert!(matches!(
         r,
         Err(IsolationError::Failed(DepError::Business(_)))
     ));
     for _ in 0..2 {
-        let r = pool.call(&breaker, || Err::<u32, _>(DepError::Outage(Outage)));
+        let r = guarded(&breaker, &pool).call(|| Err::<u32, _>(DepError::Outage(Outage)));
         assert!(matches!(
             r,
             Err(IsolationError::Failed(DepError::Outage(_)))
@@ -234,12 +249,17 @@ fn a_panic_on_a_pool_thread_reaches_the_caller_and_the_thread_lives_on() {
         .build()
         .unwrap();
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        pool.call(&breaker, || -> Result<u32, DepError> { panic!("sdk bug") })
+        guarded(&breaker, &pool).call(|| -> Result<u32, DepError> { panic!("sdk bug") })
     }));
     assert!(r.is_err(), "the panic resumes in the caller");
     assert_eq!(breaker.state(), State::Open, "and counts as a failure");
     breaker.reset("test", "next");
-    assert_eq!(pool.call(&breaker, || Ok::<_, DepError>(3)).unwrap(), 3);
+    assert_eq!(
+        guarded(&breaker, &pool)
+            .call(|| Ok::<_, DepError>(3))
+            .unwrap(),
+        3
+    );
 }
 
 #[test]
@@ -272,10 +292,10 @@ fn the_three_layers_compose_breaker_then_bulkhead_then_pool() {
     }
     // A second caller is refused by the bulkhead, not queued on the pool.
     let r = isolated.call(|| Ok::<_, DepError>(1));
-    assert_eq!(
-        r.expect_err("bulkhead full").full().map(|f| f.layer()),
-        Some(Layer::Bulkhead)
-    );
+    let Err(IsolationError::Full(full)) = r else {
+        panic!("bulkhead full: {r:?}")
+    };
+    assert_eq!(full.layer(), Layer::Bulkhead);
     assert_eq!(isolated.deadline_pool().unwrap().snapshot().busy, 1);
     drop(release);
     assert_eq!(waiter.join().unwrap().unwrap(), 7);
@@ -284,7 +304,7 @@ fn the_three_layers_compose_breaker_then_bulkhead_then_pool() {
     // and gives the bulkhead slot back then, though the pool thread stays.
     let (hang, release) = Hang::new();
     let r = isolated.call(move || hang.call());
-    assert!(r.expect_err("hangs").timed_out().is_some());
+    assert!(matches!(r, Err(IsolationError::TimedOut(_))), "{r:?}");
     assert_eq!(isolated.bulkhead().unwrap().snapshot().in_use, 0);
     assert_eq!(isolated.deadline_pool().unwrap().snapshot().abandoned, 1);
     assert_eq!(breaker.snapshot().totals.failures, 1);
@@ -343,7 +363,7 @@ fn the_counts_balance_when_answers_race_the_deadline() {
     const CALLS: u64 = 300;
     let (mut answered, mut abandoned) = (0, 0);
     for _ in 0..CALLS {
-        let r = pool.call_within(&breaker, Duration::from_millis(1), || {
+        let r = guarded(&breaker, &pool).call_within(Duration::from_millis(1), || {
             thread::sleep(Duration::from_millis(1));
             Ok::<_, DepError>(1)
         });

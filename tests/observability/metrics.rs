@@ -433,6 +433,80 @@ fn breakers_added_after_registration_are_scraped() {
 
 #[cfg(feature = "isolation")]
 #[test]
+fn an_adaptive_bulkhead_shows_its_limit_floor_latencies_and_each_lane() {
+    use fusebox::isolation::{AdaptiveLimit, Bulkhead};
+
+    let (registry, _) = registry();
+    let (clock, mock) = Clock::mock();
+    let bulkhead = Bulkhead::builder("pricing")
+        .max_concurrent(8)
+        .adaptive(AdaptiveLimit::new().floor(2).min_samples(4))
+        .lane("intraday", 0.75)
+        .lane("batch", 0.25)
+        .shed_last("intraday")
+        .clock(clock)
+        .build()
+        .unwrap();
+    registry.register_bulkhead(bulkhead.clone()).unwrap();
+    let b = [("bulkhead", "pricing")];
+    let expo = scrape(&registry);
+    assert_eq!(sample(&expo, "fusebox_bulkhead_limit", &b), 8.0);
+    assert_eq!(sample(&expo, "fusebox_bulkhead_limit_floor", &b), 2.0);
+    assert!(
+        !expo
+            .families
+            .contains_key("fusebox_bulkhead_window_latency_seconds"),
+        "no window judged yet"
+    );
+    // Healthy calls of 8 ms, then eight that hang while intraday's
+    // refusals judge them.
+    for _ in 0..8 {
+        let slot = bulkhead.try_enter().unwrap();
+        mock.increment(8 * MS);
+        drop(slot);
+    }
+    let stuck: Vec<_> = (0..8).map(|_| bulkhead.try_enter().unwrap()).collect();
+    let batch = bulkhead.lane("batch").unwrap();
+    let _batch = batch.try_enter().expect("batch's guaranteed slot");
+    for _ in 0..10 {
+        mock.increment(20 * MS);
+        assert!(bulkhead.try_enter().is_err());
+    }
+    let expo = scrape(&registry);
+    let snap = bulkhead.snapshot();
+    assert_eq!(snap.limit, 2);
+    assert_eq!(sample(&expo, "fusebox_bulkhead_limit", &b), 2.0);
+    assert_eq!(sample(&expo, "fusebox_bulkhead_max_concurrent", &b), 8.0);
+    assert_eq!(sample(&expo, "fusebox_bulkhead_in_use", &b), 9.0);
+    let adaptive = snap.adaptive.unwrap();
+    assert_eq!(
+        sample(&expo, "fusebox_bulkhead_window_latency_seconds", &b),
+        adaptive.latency.unwrap().as_secs_f64()
+    );
+    assert_eq!(
+        sample(&expo, "fusebox_bulkhead_baseline_latency_seconds", &b),
+        adaptive.baseline.unwrap().as_secs_f64()
+    );
+    for (lane, in_use, guaranteed, refusals) in [("intraday", 8, 2, 10), ("batch", 1, 0, 0)] {
+        let l = [b[0], ("lane", lane)];
+        assert_eq!(
+            sample(&expo, "fusebox_bulkhead_lane_in_use", &l),
+            in_use as f64
+        );
+        assert_eq!(
+            sample(&expo, "fusebox_bulkhead_lane_guaranteed", &l),
+            guaranteed as f64
+        );
+        assert_eq!(
+            sample(&expo, "fusebox_bulkhead_lane_refusals", &l),
+            refusals as f64
+        );
+    }
+    drop(stuck);
+}
+
+#[cfg(feature = "isolation")]
+#[test]
 fn bulkheads_and_dead_letter_buffers_in_the_registry_are_scraped() {
     use fusebox::isolation::{Bulkhead, DeadLetters};
 
@@ -541,10 +615,11 @@ fn the_state_gauge_is_the_snapshots_status_gauge_inside_a_maintenance_window_too
 #[cfg(feature = "isolation")]
 #[test]
 fn a_registered_deadline_pool_shows_its_calls_in_flight_and_abandoned() {
-    use fusebox::isolation::{DeadlinePool, IsolationError};
+    use fusebox::isolation::{DeadlinePool, Isolated, IsolationError};
     use std::time::{Duration, Instant};
 
     let (registry, _mock) = registry();
+    let breaker = registry.breaker("sdk", "vendor").unwrap();
     // A real pool on real time: the deadline only bounds a hang.
     let pool = DeadlinePool::builder("vendor-sdk")
         .threads(2)
@@ -554,10 +629,12 @@ fn a_registered_deadline_pool_shows_its_calls_in_flight_and_abandoned() {
     registry.register_deadline_pool(&pool).unwrap();
     assert!(registry.register_deadline_pool(&pool).is_err());
     let (release, hold) = crossbeam_channel::bounded::<()>(0);
-    let hung = pool.run(move || {
-        let _ = hold.recv();
-        Ok::<(), ()>(())
-    });
+    let hung = Isolated::new(breaker)
+        .with_deadline_pool(pool.clone())
+        .call(move || {
+            let _ = hold.recv();
+            Ok::<(), DepError>(())
+        });
     assert!(matches!(hung, Err(IsolationError::TimedOut(_))));
 
     let p = [("pool", "vendor-sdk")];

@@ -157,7 +157,38 @@ fn the_isolation_snapshots_serialize_as_their_fields() {
         .unwrap();
     assert_eq!(
         serde_json::to_value(bulkhead.snapshot()).unwrap(),
-        json!({"name": "vendor", "max_concurrent": 4, "in_use": 0, "peak": 0, "refusals": 0})
+        json!({"name": "vendor", "max_concurrent": 4, "limit": 4, "in_use": 0, "peak": 0,
+               "refusals": 0, "adaptive": null, "lanes": []})
+    );
+}
+
+#[cfg(feature = "isolation")]
+#[test]
+fn an_adaptive_bulkhead_with_lanes_serializes_its_latencies_in_seconds_and_each_lane() {
+    use fusebox::isolation::{AdaptiveLimit, Bulkhead};
+
+    let (clock, mock) = quanta::Clock::mock();
+    let bulkhead = Bulkhead::builder("vendor")
+        .max_concurrent(4)
+        .adaptive(AdaptiveLimit::new().floor(2).min_samples(1))
+        .lane("intraday", 0.5)
+        .lane("batch", 0.5)
+        .shed_last("intraday")
+        .clock(clock)
+        .build()
+        .unwrap();
+    let slot = bulkhead.try_enter().unwrap();
+    mock.increment(std::time::Duration::from_millis(250));
+    drop(slot);
+    let value = serde_json::to_value(bulkhead.snapshot()).unwrap();
+    assert_eq!(
+        value["adaptive"],
+        json!({"floor": 2, "latency_seconds": 0.25, "baseline_seconds": 0.25})
+    );
+    assert_eq!(
+        value["lanes"][1],
+        json!({"name": "batch", "share": 0.5, "shed_last": false, "guaranteed": 2,
+               "in_use": 0, "refusals": 0})
     );
 }
 

@@ -434,3 +434,99 @@ fn a_file_never_replaces_what_a_registry_holds() {
         .unwrap();
     assert_eq!(registry.len(), 4);
 }
+
+#[cfg(feature = "isolation")]
+#[test]
+fn bulkheads_load_with_an_adaptive_limit_and_lanes() {
+    let registry = loader()
+        .load_toml(
+            r#"
+            [bulkheads.pricing]
+            max_concurrent = 32
+            adaptive = { floor = 2, tolerance = 2.0, min_samples = 8, baseline_window = "5m" }
+            lanes = [{ name = "intraday", share = 0.8 }, { name = "batch", share = 0.2 }]
+            shed_last = "intraday"
+
+            [bulkheads.refdata]
+            max_concurrent = 4
+            max_wait = "5ms"
+            "#,
+        )
+        .unwrap();
+    assert!(registry.is_empty(), "no breaker");
+    let pricing = registry.bulkhead("pricing").expect("registered");
+    let snap = pricing.snapshot();
+    assert_eq!((snap.max_concurrent, snap.limit), (32, 32));
+    assert_eq!(snap.adaptive.unwrap().floor, 2);
+    let lanes: Vec<_> = snap
+        .lanes
+        .iter()
+        .map(|l| (&*l.name, l.guaranteed))
+        .collect();
+    assert_eq!(lanes, [("intraday", 26), ("batch", 6)]);
+    assert!(pricing.lane("batch").is_some());
+    let refdata = registry.bulkhead("refdata").unwrap().snapshot();
+    assert_eq!(
+        (refdata.limit, refdata.adaptive, refdata.lanes.len()),
+        (4, None, 0)
+    );
+}
+
+#[cfg(feature = "isolation")]
+#[test]
+fn a_bad_bulkhead_names_its_entry_and_field_and_adds_nothing() {
+    for (table, entry, field) in [
+        ("max_concurrent = 0", "bulkhead `pricing`", "max_concurrent"),
+        (
+            "max_concurrent = 8\nadaptive = { floor = 9 }",
+            "bulkhead `pricing`",
+            "floor",
+        ),
+        (
+            "max_concurrent = 8\nadaptive = {}\nmax_wait = \"1ms\"",
+            "bulkhead `pricing`",
+            "max_wait",
+        ),
+        (
+            "max_concurrent = 8\nlanes = [{ name = \"a\", share = 0.5 }]",
+            "bulkhead `pricing`",
+            "shed_last",
+        ),
+        (
+            "max_concurrent = 8\nlanes = [{ name = \"a\", share = 0.7 }, { name = \"b\", share = 0.7 }]\nshed_last = \"a\"",
+            "bulkhead `pricing`",
+            "lane",
+        ),
+    ] {
+        let err = refused(&format!("{BASE}\n[bulkheads.pricing]\n{table}\n"));
+        assert_eq!(err.field(), Some(field), "{err}");
+        says(&err, &[entry]);
+    }
+    says(
+        &refused(&format!(
+            "{BASE}\n[bulkheads.pricing]\nmax_concurrent = 8\nadaptive = {{ flor = 2 }}\n"
+        )),
+        &["unknown field `flor`"],
+    );
+    // A name the registry already holds is refused, and nothing is added.
+    let registry = Registry::new();
+    registry
+        .register_bulkhead(
+            fusebox::isolation::Bulkhead::builder("pricing")
+                .max_concurrent(1)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    let err = loader()
+        .load_toml_into(
+            &format!("{BASE}\n[bulkheads.pricing]\nmax_concurrent = 8\n"),
+            &registry,
+        )
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        FileError::Registry(RegistryError::Conflict { .. })
+    ));
+    assert!(registry.template("t").is_none());
+}
