@@ -52,7 +52,7 @@ impl Bulkhead {
     /// // The second is refused at its first poll, and never waits.
     /// let second = pin!(bulkhead.call_async(&breaker, async { Ok::<_, std::io::Error>(1.0) }));
     /// let Poll::Ready(Err(refused)) = second.poll(&mut cx) else { panic!("admitted") };
-    /// assert!(refused.full().is_some());
+    /// assert!(matches!(refused, fusebox::isolation::IsolationError::Full(_)));
     /// # Ok::<(), fusebox::ConfigError>(())
     /// ```
     #[inline]
