@@ -16,7 +16,7 @@ use crate::registry::Registry;
 type Count = fn(&FleetSnapshot) -> u64;
 
 /// The counters, in the order they are encoded.
-const COUNTERS: [(&str, &str, Count); 12] = [
+const COUNTERS: [(&str, &str, Count); 14] = [
     (
         "fusebox_fleet_outages",
         "Redis outages the fleet agent has seen (one log line each).",
@@ -61,6 +61,16 @@ const COUNTERS: [(&str, &str, Count); 12] = [
         "fusebox_fleet_reads",
         "Reads of a breaker's fleet state.",
         |s| s.reads,
+    ),
+    (
+        "fusebox_fleet_round_trips",
+        "Round trips to Redis the fleet agent has begun (each one pipeline of writes, reads and renewals).",
+        |s| s.round_trips,
+    ),
+    (
+        "fusebox_fleet_catch_ups",
+        "Times the fleet agent read every breaker it serves because announcements may have been lost.",
+        |s| s.catch_ups,
     ),
     (
         "fusebox_fleet_failures_published",

@@ -85,9 +85,12 @@
 //! | `fusebox_fleet_published_total{prefix}` | counter | local trips, re-opens and closes that changed the fleet's state |
 //! | `fusebox_fleet_applied_total{prefix}` | counter | fleet states applied to local breakers that changed them |
 //! | `fusebox_fleet_leases_won_total{prefix}` | counter | probe leases won |
+//! | `fusebox_fleet_leases_returned_total{prefix}` | counter | probe leases given back unused (no probe within `lease_idle`) |
 //! | `fusebox_fleet_fenced_total{prefix}` | counter | probe results refused by the fence |
 //! | `fusebox_fleet_messages_total{prefix}` | counter | announcements received over pub/sub |
 //! | `fusebox_fleet_reads_total{prefix}` | counter | reads of a breaker's fleet state |
+//! | `fusebox_fleet_round_trips_total{prefix}` | counter | round trips to Redis begun: each one pipeline of writes, reads and renewals |
+//! | `fusebox_fleet_catch_ups_total{prefix}` | counter | reads of every breaker served because announcements may have been lost (a heartbeat not back within `refresh`, a reader behind) |
 //! | `fusebox_fleet_failures_published_total{prefix}` | counter | local failures written to the recent-failures windows |
 //! | `fusebox_fleet_window_trips_total{prefix}` | counter | fleet trips made by the recent-failures window |
 //! | `fusebox_fleet_lone_trips_total{prefix}` | counter | local trips that found no quorum: open in their process only |

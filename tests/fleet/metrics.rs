@@ -98,11 +98,24 @@ fn a_scrape_shows_each_registered_fleets_figures_by_prefix() {
             before.messages,
             after.messages,
         ),
+        (
+            "fusebox_fleet_round_trips_total",
+            before.round_trips,
+            after.round_trips,
+        ),
     ] {
         let v = series(name).unwrap_or_else(|| panic!("{name} in\n{text}"));
         assert!(v >= low as f64 && v <= high as f64, "{name} {v}");
         assert!(v >= 1.0, "{name}: the agent read and heard the trip");
     }
+    // Catch-ups happen only when announcements may have been lost; on a
+    // quiet loopback there may be none, but the series is there.
+    let v = series("fusebox_fleet_catch_ups_total")
+        .unwrap_or_else(|| panic!("fusebox_fleet_catch_ups_total in\n{text}"));
+    assert!(
+        v >= before.catch_ups as f64 && v <= after.catch_ups as f64,
+        "fusebox_fleet_catch_ups_total {v}"
+    );
     assert!(
         text.contains("# TYPE fusebox_fleet_reads counter"),
         "{text}"

@@ -1,5 +1,8 @@
 //! A real `redis-server` for tests, on a free loopback port, with no
-//! persistence; killed when dropped, and restartable on the same port.
+//! persistence and a directory of its own in the system's temp directory
+//! (a replica writes the snapshot its master sends it there, and a cluster
+//! node its `nodes.conf`; nothing lands in the checkout); killed when
+//! dropped, with its directory, and restartable on the same port.
 //! [`RedisServer::start_with`] adds TLS (the only port then speaks TLS),
 //! ACL users and other arguments. [`RedisCluster`] starts a Redis Cluster of
 //! three masters with a replica each (`redis-cli --cluster create`), and
@@ -31,9 +34,6 @@ pub struct Options {
     pub users: Vec<String>,
     /// More arguments (`--replicaof 127.0.0.1 PORT`).
     pub args: Vec<String>,
-    /// A directory of its own for the server's files (a cluster node's
-    /// `nodes.conf`), removed when the server is dropped.
-    pub dir: bool,
 }
 
 /// The server's side of TLS: PEM files, and whether clients must show a
@@ -70,7 +70,9 @@ pub struct RedisServer {
     port: u16,
     options: Options,
     child: Option<Child>,
-    dir: Option<PathBuf>,
+    /// The server's working directory (`--dir`), removed when it is
+    /// dropped.
+    dir: PathBuf,
 }
 
 impl RedisServer {
@@ -86,12 +88,9 @@ impl RedisServer {
         // it; then the server exits, and another port is tried.
         for _ in 0..5 {
             let port = free_port();
-            let dir = options.dir.then(|| {
-                let dir = std::env::temp_dir()
-                    .join(format!("fusebox-redis-{}-{port}", std::process::id()));
-                std::fs::create_dir_all(&dir).expect("a directory for the server");
-                dir
-            });
+            let dir =
+                std::env::temp_dir().join(format!("fusebox-redis-{}-{port}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("a directory for the server");
             let mut server = RedisServer {
                 port,
                 options: options.clone(),
@@ -157,7 +156,8 @@ impl RedisServer {
         );
     }
 
-    /// Starts the server again on the same port, empty.
+    /// Starts the server again on the same port, empty (a cluster node
+    /// keeps its `nodes.conf`).
     pub fn restart(&mut self) {
         assert!(
             self.launch(),
@@ -170,6 +170,8 @@ impl RedisServer {
     /// (its port was taken).
     fn launch(&mut self) -> bool {
         self.kill();
+        // A replica's copy of its master's data, which it would load.
+        let _ = std::fs::remove_file(self.dir.join("dump.rdb"));
         let mut command = Command::new("redis-server");
         match &self.options.tls {
             None => command.args(["--port", &self.port.to_string()]),
@@ -187,10 +189,9 @@ impl RedisServer {
             command.arg("--user").args(user.split_whitespace());
         }
         command.args(&self.options.args);
-        if let Some(dir) = &self.dir {
-            command.arg("--dir").arg(dir);
-        }
         let child = command
+            .arg("--dir")
+            .arg(&self.dir)
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .args(debug_command())
             .stdout(Stdio::null())
@@ -240,9 +241,7 @@ impl RedisServer {
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
-        if let Some(dir) = &self.dir {
-            let _ = std::fs::remove_dir_all(dir);
-        }
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -293,7 +292,6 @@ impl RedisCluster {
             ]
             .map(String::from)
             .to_vec(),
-            dir: true,
             ..Options::default()
         };
         let nodes: Vec<RedisServer> = (0..6)
@@ -469,7 +467,7 @@ impl RedisServer {
                 port,
                 options: Options::default(),
                 child: Some(child),
-                dir: Some(dir),
+                dir,
             };
             let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline {
