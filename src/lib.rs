@@ -337,6 +337,7 @@ pub mod fleet;
 mod future;
 mod gate;
 mod histogram;
+mod in_flight;
 #[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "isolation")]
@@ -410,6 +411,11 @@ pub use quanta;
 #[cfg(loom)]
 #[doc(hidden)]
 pub use gate::model as loom_gate;
+
+/// The table of calls in flight, for the model checker's test only.
+#[cfg(loom)]
+#[doc(hidden)]
+pub use in_flight::model as loom_in_flight;
 
 /// The delivery protocol, for the model checker's test only.
 #[cfg(loom)]
