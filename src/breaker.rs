@@ -447,7 +447,8 @@ impl Breaker {
     /// `started` has reported, or was cancelled; its word is freed.
     #[inline(always)]
     fn release_in_flight(&self, ticket: Ticket, started: u64) {
-        if let (Some(table), Ticket::Closed { generation }) = (&self.inner.hot().in_flight, ticket) {
+        if let (Some(table), Ticket::Closed { generation }) = (&self.inner.hot().in_flight, ticket)
+        {
             table.release(generation, started);
         }
     }
@@ -474,7 +475,7 @@ impl Breaker {
     /// before refusing, so that the calls it holds can still open the
     /// breaker. One clock read and one atomic load unless a scan is due.
     // Only the bulkhead (feature `isolation`) checks from outside.
-    #[allow(dead_code)]
+    #[cfg_attr(not(feature = "isolation"), allow(dead_code))]
     #[cold]
     pub(crate) fn check_in_flight(&self) {
         if self.inner.hot().in_flight.is_none() {
@@ -688,7 +689,12 @@ impl Breaker {
     /// checked against a maintenance window, or to scan the calls in
     /// flight.
     pub(crate) fn store_watch_from(&self, core: &Core, now: u64) {
-        let due = self.inner.hot().in_flight.as_ref().map_or(u64::MAX, |t| t.due());
+        let due = self
+            .inner
+            .hot()
+            .in_flight
+            .as_ref()
+            .map_or(u64::MAX, |t| t.due());
         let from = watch_from(&core.machine, now, self.inner.wall.as_deref()).min(due);
         // Stored only on a change: the line is the one every call reads.
         let watch = &self.inner.watch_from;

@@ -337,9 +337,9 @@ pub mod fleet;
 mod future;
 mod gate;
 mod histogram;
-mod in_flight;
 #[cfg(feature = "http")]
 pub mod http;
+mod in_flight;
 #[cfg(feature = "isolation")]
 pub mod isolation;
 /// The bulkhead's lock-free parts, for the model checker's test only.

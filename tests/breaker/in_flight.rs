@@ -138,7 +138,11 @@ fn a_stuck_call_that_returns_after_the_trip_counts_in_the_totals_only() {
     assert_eq!(after.state, State::Open);
     assert_eq!(after.trips, 1);
     assert_eq!(after.open_duration, before.open_duration);
-    assert_eq!(after.totals.calls, before.totals.calls + 2, "counted once each");
+    assert_eq!(
+        after.totals.calls,
+        before.totals.calls + 2,
+        "counted once each"
+    );
     assert_eq!(after.consecutive_failures, 0);
 }
 
