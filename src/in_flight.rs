@@ -212,7 +212,8 @@ impl InFlight {
 #[cfg(loom)]
 #[allow(missing_docs)]
 pub mod model {
-    pub use super::SLOTS;
+    /// Calls tracked at once (two under the model checker).
+    pub const SLOTS: usize = super::SLOTS;
 
     /// A breaker's table of calls in flight.
     #[derive(Debug)]

@@ -167,6 +167,8 @@ fn a_call_that_never_returns_does_not_stop_a_later_close_nor_count_after_it() {
     mock.increment(SLOW + MS);
     succeed(&b).expect("one stuck call of this period is one short");
     assert_eq!(b.state(), State::Closed);
+    let s = b.snapshot();
+    assert_eq!((s.calls_in_flight, s.calls_stuck), (Some(1), Some(1)));
     ok(one);
 }
 
