@@ -466,7 +466,10 @@ impl Breaker {
         let marks = core.machine.in_flight_marks();
         let scan = table.scan(core.machine.generation(), now, marks);
         let unseen = now.saturating_add(marks.stuck.min(marks.hung).saturating_add(1));
-        table.set_due(scan.next.min(unseen));
+        // Inside a maintenance window stuck calls open nothing; at its end
+        // they may.
+        let end = core.machine.maintenance_end(now).unwrap_or(u64::MAX);
+        table.set_due(scan.next.min(unseen).min(end));
         core.machine.judge_in_flight(now, &scan)
     }
 

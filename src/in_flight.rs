@@ -17,13 +17,16 @@
 //!   and reports as any call does. Sixty-four calls at once are plenty to
 //!   reach a threshold of at most 64.
 //! - **release** (the call reports, or is cancelled): the word holding its
-//!   value is compare-and-swapped back to empty. Nothing is kept on the
+//!   value is compare-and-swapped back to empty, trying each word from the
+//!   claim's first place with a compare-and-swap (a load first could read
+//!   a value older than the claim, and miss it). Nothing is kept on the
 //!   permit: the value is its generation and start, which the permit holds
 //!   anyway. Two calls of one period with the same start hold the same
 //!   value and either may free either's word; they are alike to every
 //!   count, unless one went untracked, when the count is one low until the
 //!   other reports.
-//! - **scan** (under the breaker's lock): the ages of the calls of the
+//! - **scan** (under the breaker's lock, reading each word with a
+//!   read-modify-write, so the latest value): the ages of the calls of the
 //!   current period, how many are past each mark, and when the next one
 //!   crosses a mark; words of earlier periods (calls that never reported,
 //!   or that claimed as the period ended) are emptied.
@@ -156,12 +159,14 @@ impl InFlight {
     pub(crate) fn release(&self, generation: u64, start: u64) {
         let mine = encode(generation, start);
         let from = first(start);
+        // Compare-and-swaps only, no load first: a load may return an
+        // older value than the claim (that of another thread) it must
+        // find, where a compare-and-swap reads the latest.
         for k in 0..SLOTS {
             let word = &self.words[(from + k) % SLOTS];
-            if word.load(Ordering::Relaxed) == mine
-                && word
-                    .compare_exchange(mine, 0, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok()
+            if word
+                .compare_exchange(mine, 0, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
             {
                 return;
             }
@@ -178,7 +183,10 @@ impl InFlight {
             ..Scan::default()
         };
         for word in &self.words {
-            let w = word.load(Ordering::Relaxed);
+            // The latest value, as a read-modify-write reads it: a plain
+            // load may return one older than a release made without the
+            // lock (a quiet success's).
+            let w = word.fetch_or(0, Ordering::Relaxed);
             if w == 0 {
                 continue;
             }

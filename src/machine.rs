@@ -1104,17 +1104,23 @@ impl Machine {
         self.first_probe_deadline() <= now
     }
 
-    /// Why the probe with the first deadline failed when that deadline
-    /// passed: it was stuck past its slow mark, or out past
+    /// Why the probes failed when the first deadline passed: a probe due
+    /// then was stuck past its slow mark, or else out past
     /// `max_probe_duration`.
     fn expiry_reason(&self) -> Reason {
-        let first = self.probes.iter().flatten().min_by_key(|p| p.deadline);
-        match first {
-            Some(p) if p.stuck => Reason::ProbeStuck {
+        let first = self.first_probe_deadline();
+        let stuck = |p: &&Probe| p.deadline == first && p.stuck;
+        match self.probes.iter().flatten().find(stuck) {
+            Some(_) => Reason::ProbeStuck {
                 over: Duration::from_nanos(self.probe_stuck_after()),
             },
-            _ => Reason::ProbeExpired,
+            None => Reason::ProbeExpired,
         }
+    }
+
+    /// The end of the maintenance window `now` is in, if any.
+    pub(crate) fn maintenance_end(&self, now: u64) -> Option<u64> {
+        self.recovering.maintenance_until(now)
     }
 
     /// Everything a snapshot shows, as a call arriving at `now` would meet
