@@ -327,7 +327,7 @@ impl<T> BreakerBuilder<T> {
     ///
     /// let (clock, time) = fusebox::quanta::Clock::mock();
     /// let breaker = Breaker::builder("pricing")
-    ///     .call_path(CallPath::MarketData)
+    ///     .call_path(CallPath::ReferenceData)
     ///     .classifier(Classifier::every_error_is_a_failure())
     ///     .clock(clock)
     ///     .slow_call_duration(Duration::from_millis(50))
