@@ -22,6 +22,7 @@ use crate::clock::Time;
 use crate::delivery::{Courier, Outbox, Pending};
 use crate::events::{Callback, Delivery, Subscribers};
 use crate::gate::{Gate, Published, Word};
+use crate::in_flight::InFlight;
 use crate::machine::{Admit, Machine, Ticket, Transition};
 use crate::notifier;
 use crate::recovery::health_probe::HealthProbe;
@@ -150,6 +151,12 @@ pub(crate) struct Hot {
     /// Whether `Inner::result_classifier` is set: a copy here, so that a
     /// success checks it on the line it reads already.
     judges_values: bool,
+    /// With `stuck_call_threshold` or `hung_call_duration`: the closed
+    /// calls in flight (`src/in_flight.rs`), which claim a word of it when
+    /// admitted and free it when they report. Here, on the line every call
+    /// reads, so that a breaker without it checks a pointer it has read
+    /// already.
+    pub(crate) in_flight: Option<Box<InFlight>>,
 }
 
 impl Inner {
@@ -219,15 +226,20 @@ impl Breaker {
         let health_probe = b.recovery.health_probe();
         let probe_thread = b.probe_thread;
         let count_in_flight = b.settings.count_in_flight;
+        let tracks_in_flight = b.settings.tracks_in_flight();
         let machine = Machine::new(b.settings, &b.recovery, seed, time.now());
         let wall = wall.map(|clock| Box::new(Wall::new(clock, &machine, time.now())));
-        let watch = watch_from(&machine, time.now(), wall.as_deref());
+        let watch = match tracks_in_flight {
+            true => 0,
+            false => watch_from(&machine, time.now(), wall.as_deref()),
+        };
         let hot = Hot {
             times_calls: machine.times_calls() || watches,
             admits_slowly: machine.times_calls() || watches || count_in_flight,
             counts_admitted: count_in_flight,
             has_window: machine.quiet_until() != u64::MAX,
             judges_values: b.result_classifier.is_some(),
+            in_flight: tracks_in_flight.then(|| Box::new(InFlight::new())),
             inline_name: crate::name::Inline::new(&b.name),
             time,
         };
@@ -304,7 +316,7 @@ impl Breaker {
         // refusal. Everything else takes the lock in `acquire_locked`.
         match self.inner.gate.word() {
             Word::Closed { generation, .. } => {
-                if let Some(started) = self.start() {
+                if let Some(started) = self.start(generation) {
                     return Ok((Ticket::Closed { generation }, started));
                 }
             }
@@ -348,6 +360,12 @@ impl Breaker {
         let now = self.now();
         let (admit, changed) = {
             let mut core = self.lock();
+            // Calls stuck since the last scan open the breaker before this
+            // one is judged.
+            let stuck = self.scan_in_flight(&mut core, now);
+            if let Some(t) = stuck.clone() {
+                self.publish(&mut core, t);
+            }
             let (admit, transition) = core.machine.admit(now);
             let changed = match transition {
                 Some(t) => {
@@ -358,15 +376,18 @@ impl Breaker {
                 None => self.sync_gate(&mut core),
             };
             self.store_watch_from(&core, now);
-            (admit, changed)
+            (admit, u64::from(changed) + u64::from(stuck.is_some()))
         };
-        if changed {
-            self.inner.dispatch(1);
+        if changed > 0 {
+            self.inner.dispatch(changed);
         }
         match admit {
             Admit::Go(ticket) => {
                 if self.inner.hot().counts_admitted {
                     self.inner.gate.counts().add_admitted();
+                }
+                if let Ticket::Closed { generation } = ticket {
+                    self.claim_in_flight(generation, now);
                 }
                 Ok((ticket, now))
             }
@@ -380,22 +401,23 @@ impl Breaker {
         Rejected::new(self.inner.hot().inline_name, state, retry_after)
     }
 
-    /// When a call admitted by a closed gate starts (0 if calls are not
-    /// timed); `None` if it must take the lock, to be checked against a
-    /// maintenance window.
+    /// When a call admitted by a closed gate in `generation` starts (0 if
+    /// calls are not timed); `None` if it must take the lock, to be checked
+    /// against a maintenance window or to scan the calls in flight.
     #[inline]
-    fn start(&self) -> Option<u64> {
+    fn start(&self, generation: u64) -> Option<u64> {
         if self.inner.hot().admits_slowly {
-            self.start_slowly()
+            self.start_slowly(generation)
         } else {
             Some(0)
         }
     }
 
-    /// A closed admission that reads the clock (for call timing, or to check
-    /// it against the next maintenance window) or counts the call in flight.
-    /// `None` sends the call to the locked path, which counts it there.
-    fn start_slowly(&self) -> Option<u64> {
+    /// A closed admission that reads the clock (for call timing, to check
+    /// it against the next maintenance window or the next call in flight
+    /// to cross a mark) or counts the call in flight. `None` sends the call
+    /// to the locked path, which counts it there.
+    fn start_slowly(&self, generation: u64) -> Option<u64> {
         let started = if self.inner.hot().times_calls {
             let now = self.now();
             if now >= self.inner.watch_from.load(Ordering::Relaxed) {
@@ -408,7 +430,80 @@ impl Breaker {
         if self.inner.hot().counts_admitted {
             self.inner.gate.counts().add_admitted();
         }
+        self.claim_in_flight(generation, started);
         Some(started)
+    }
+
+    /// With calls in flight tracked: a closed call admitted in `generation`
+    /// at `started` takes a word of the table, if one is free.
+    #[inline(always)]
+    fn claim_in_flight(&self, generation: u64, started: u64) {
+        if let Some(table) = &self.inner.hot().in_flight {
+            table.claim(generation, started);
+        }
+    }
+
+    /// With calls in flight tracked: the call admitted with `ticket` at
+    /// `started` has reported, or was cancelled; its word is freed.
+    #[inline(always)]
+    fn release_in_flight(&self, ticket: Ticket, started: u64) {
+        if let (Some(table), Ticket::Closed { generation }) = (&self.inner.hot().in_flight, ticket)
+        {
+            table.release(generation, started);
+        }
+    }
+
+    /// Under the lock, with calls in flight tracked and their scan due at
+    /// `now`: scans them, judges them, and sets when the next scan is due,
+    /// the first instant a call seen crosses a mark, and no later than one
+    /// mark from now, by when a call not seen (admitted as the scan ran)
+    /// may cross it. The transition the machine made of them, if any.
+    pub(crate) fn scan_in_flight(&self, core: &mut Core, now: u64) -> Option<Transition> {
+        let table = self.inner.hot().in_flight.as_deref()?;
+        if now < table.due() || core.machine.state() != State::Closed {
+            return None;
+        }
+        let marks = core.machine.in_flight_marks();
+        let scan = table.scan(core.machine.generation(), now, marks);
+        let unseen = now.saturating_add(marks.stuck.min(marks.hung).saturating_add(1));
+        // Inside a maintenance window stuck calls open nothing; at its end
+        // they may.
+        let end = core.machine.maintenance_end(now).unwrap_or(u64::MAX);
+        table.set_due(scan.next.min(unseen).min(end));
+        core.machine.judge_in_flight(now, &scan)
+    }
+
+    /// Checks the calls in flight when their scan is due, without asking
+    /// for admission: what a full bulkhead in front of the breaker calls
+    /// before refusing, so that the calls it holds can still open the
+    /// breaker. One clock read and one atomic load unless a scan is due.
+    // Only the bulkhead (feature `isolation`) checks from outside.
+    #[cfg_attr(not(feature = "isolation"), allow(dead_code))]
+    #[cold]
+    pub(crate) fn check_in_flight(&self) {
+        if self.inner.hot().in_flight.is_none() {
+            return;
+        }
+        let now = self.now();
+        if now < self.inner.watch_from.load(Ordering::Relaxed) {
+            return;
+        }
+        let changed = {
+            let mut core = self.lock();
+            let stuck = self.scan_in_flight(&mut core, now);
+            let changed = match stuck {
+                Some(t) => {
+                    self.publish(&mut core, t);
+                    true
+                }
+                None => false,
+            };
+            self.store_watch_from(&core, now);
+            changed
+        };
+        if changed {
+            self.inner.dispatch(1);
+        }
     }
 
     /// Records the outcome of a permit. Called once per permit.
@@ -427,6 +522,9 @@ impl Breaker {
         outcome: Verdict,
         note: Option<&Note>,
     ) {
+        // Out of flight before it is recorded: a scan never counts a call
+        // that has reported as stuck.
+        self.release_in_flight(ticket, started);
         if let (Ticket::Closed { generation }, Verdict::Success) = (ticket, outcome) {
             // Still closed in the same generation, with nothing a success
             // would change but counts: count it without the lock, in the
@@ -476,7 +574,8 @@ impl Breaker {
     /// finished, `src/future.rs`). One lock round trip, like any report
     /// that is not a quiet success.
     #[cold]
-    pub(crate) fn cancel(&self, ticket: Ticket) {
+    pub(crate) fn cancel(&self, ticket: Ticket, started: u64) {
+        self.release_in_flight(ticket, started);
         let now = self.now();
         let changed = {
             let mut core = self.lock();
@@ -590,9 +689,16 @@ impl Breaker {
     }
 
     /// Under the lock: stores from when a closed call takes the lock to be
-    /// checked against a maintenance window.
+    /// checked against a maintenance window, or to scan the calls in
+    /// flight.
     pub(crate) fn store_watch_from(&self, core: &Core, now: u64) {
-        let from = watch_from(&core.machine, now, self.inner.wall.as_deref());
+        let due = self
+            .inner
+            .hot()
+            .in_flight
+            .as_ref()
+            .map_or(u64::MAX, |t| t.due());
+        let from = watch_from(&core.machine, now, self.inner.wall.as_deref()).min(due);
         // Stored only on a change: the line is the one every call reads.
         let watch = &self.inner.watch_from;
         if watch.load(Ordering::Relaxed) != from {

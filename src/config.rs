@@ -62,6 +62,8 @@ impl Breaker {
 /// | `closed_interval` | `None` | clear the closed-state counts every interval (gobreaker `Interval`) |
 /// | `half_open_max_probes` | `None` (no cap) | probes admitted over a whole half-open period (gobreaker `MaxRequests`) |
 /// | `count_calls_in_flight` | `false` | count calls admitted and not yet reported, for `Snapshot::calls_in_flight` |
+/// | `stuck_call_threshold` | `None` | calls in flight past `slow_call_duration` that open it (1 to 64) |
+/// | `hung_call_duration` | `None` | one call in flight past this opens it |
 /// | `half_open_rate` | `None` | judge half-open by a [`HalfOpenRate`](crate::HalfOpenRate) over N probes instead of N successes in a row |
 /// | `call_duration_buckets` | 100 µs to 10 s, 16 bounds | the histogram buckets of call durations (`Snapshot::call_durations`), for a breaker that times its calls |
 /// | `event_log_capacity` | 16 | state changes kept for `Snapshot::recent_changes` (0 to 1024) |
@@ -288,6 +290,110 @@ impl<T> BreakerBuilder<T> {
         /// admission; successes stay lock-free. Off by default.
         count_calls_in_flight: bool => count_in_flight);
 
+    /// Opens the breaker when `n` calls admitted in the current closed
+    /// period (1 to 64) are still in flight after `slow_call_duration`,
+    /// which must be set: a dependency that has stopped answering is seen
+    /// before any of its slow calls returns, which a slow-call rate or a
+    /// latency percentile must wait for. The state change carries
+    /// [`Reason::StuckCalls`](crate::Reason::StuckCalls). In half-open, a
+    /// probe in flight past its slow mark re-opens at once
+    /// ([`Reason::ProbeStuck`](crate::Reason::ProbeStuck)) rather than at
+    /// `max_probe_duration`.
+    ///
+    /// The breaker counts only the calls it admitted while closed (or
+    /// ramping up), at most 64 at once (more go untracked), and notices
+    /// them when a call arrives, or a full bulkhead refuses one: there is
+    /// no watcher thread. Calls admitted before a state change never count
+    /// in the next state; a stuck call that returns after the trip is
+    /// counted in the totals only; one that never returns is forgotten
+    /// when the breaker next closes. Inside a maintenance window stuck
+    /// calls open nothing, as failures there count for nothing.
+    ///
+    /// Choosing `n`: below the calls the dependency has in flight at its
+    /// normal load over `slow_call_duration` plus a margin, so that normal
+    /// jitter never reaches it and an outage does at once. With a bulkhead
+    /// in front, at most its limit.
+    ///
+    /// Cost: allocates a table of 64 words (512 bytes) at build; each
+    /// closed call claims a word when admitted and frees it when it reports
+    /// or is cancelled (two compare-and-swaps, no lock); about once per
+    /// `slow_call_duration` under load one admission takes the lock to scan
+    /// the table. Off (`None`) by default; a breaker without it or
+    /// `hung_call_duration` pays nothing.
+    ///
+    /// ```
+    /// use fusebox::{Breaker, CallPath, Classifier, State};
+    /// use std::time::Duration;
+    ///
+    /// let (clock, time) = fusebox::quanta::Clock::mock();
+    /// let breaker = Breaker::builder("pricing")
+    ///     .call_path(CallPath::ReferenceData)
+    ///     .classifier(Classifier::every_error_is_a_failure())
+    ///     .clock(clock)
+    ///     .slow_call_duration(Duration::from_millis(50))
+    ///     .stuck_call_threshold(2)
+    ///     .build()?;
+    ///
+    /// // Two calls go out and do not come back.
+    /// let stuck = [breaker.try_acquire_owned()?, breaker.try_acquire_owned()?];
+    /// time.increment(Duration::from_millis(60));
+    /// // The next call finds them past 50 ms: the breaker opens.
+    /// assert!(breaker.try_acquire().is_err());
+    /// assert_eq!(breaker.state(), State::Open);
+    /// let why = breaker.snapshot().last_transition.unwrap().reason;
+    /// assert_eq!(why.to_string(), "2 calls in flight for over 50ms");
+    /// drop(stuck); // their late failures count in the totals only
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn stuck_call_threshold(mut self, n: impl Into<Option<u32>>) -> Self {
+        Arc::make_mut(&mut self.parts.settings).stuck_call_threshold = n.into();
+        self
+    }
+
+    /// Opens the breaker when any one call admitted in the current closed
+    /// period is still in flight after `d`
+    /// ([`Reason::StuckCalls`](crate::Reason::StuckCalls) with a count of
+    /// the calls past `d`): a dependency that hangs opens the breaker even
+    /// with fewer callers than `stuck_call_threshold`. Works alone or with
+    /// it, and needs no `slow_call_duration`; with one set, `d` must be
+    /// longer. Without `slow_call_duration` or a latency policy, a probe
+    /// in flight past `d` re-opens at once
+    /// ([`Reason::ProbeStuck`](crate::Reason::ProbeStuck)).
+    ///
+    /// Choose `d` as the longest a healthy call ever takes, well above
+    /// the client's own timeout if it has one: it is for the call that
+    /// never returns. Notice, limits and cost as for
+    /// [`stuck_call_threshold`](Self::stuck_call_threshold), which shares
+    /// the table. Off (`None`) by default.
+    ///
+    /// ```
+    /// use fusebox::{Breaker, CallPath, Classifier, Reason, State};
+    /// use std::time::Duration;
+    ///
+    /// let (clock, time) = fusebox::quanta::Clock::mock();
+    /// let breaker = Breaker::builder("settlement-feed")
+    ///     .call_path(CallPath::ReferenceData)
+    ///     .classifier(Classifier::every_error_is_a_failure())
+    ///     .clock(clock)
+    ///     .hung_call_duration(Duration::from_secs(5))
+    ///     .build()?;
+    ///
+    /// let hung = breaker.try_acquire_owned()?;
+    /// time.increment(Duration::from_secs(6));
+    /// assert!(breaker.try_acquire().is_err());
+    /// assert_eq!(breaker.state(), State::Open);
+    /// assert_eq!(
+    ///     breaker.snapshot().last_transition.unwrap().reason,
+    ///     Reason::StuckCalls { count: 1, over: Duration::from_secs(5) }
+    /// );
+    /// # drop(hung);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn hung_call_duration(mut self, d: impl Into<Option<Duration>>) -> Self {
+        Arc::make_mut(&mut self.parts.settings).hung_call_duration = d.into();
+        self
+    }
+
     /// The upper bounds of the buckets a breaker that times its calls
     /// (`slow_call_duration` or a `latency_trip`) files each call's duration
     /// under, for [`Snapshot::call_durations`](crate::Snapshot::call_durations)
@@ -397,6 +503,7 @@ impl<T> BreakerBuilder<T> {
         if let Some(policy) = &s.latency_trip {
             policy.validate()?;
         }
+        validate_in_flight(s)?;
         self.parts.recovery.validate()?;
         let b = &s.backoff;
         check(
@@ -460,8 +567,10 @@ impl<T> BreakerBuilder<T> {
             crate::duration::display(s.flapping_window),
         )?;
         self.validate_parity()?;
-        let any_condition =
-            s.failure_threshold.is_some() || s.uses_window() || s.latency_trip.is_some();
+        let any_condition = s.failure_threshold.is_some()
+            || s.uses_window()
+            || s.latency_trip.is_some()
+            || s.tracks_in_flight();
         check(
             "consecutive_failure_threshold",
             any_condition,
@@ -470,6 +579,45 @@ impl<T> BreakerBuilder<T> {
         )?;
         Ok(())
     }
+}
+
+/// Checks `stuck_call_threshold` and `hung_call_duration`.
+fn validate_in_flight(s: &crate::settings::Settings) -> Result<(), ConfigError> {
+    if let Some(n) = s.stuck_call_threshold {
+        check(
+            "stuck_call_threshold",
+            (1..=64).contains(&n),
+            "must be between 1 and 64 (or None)",
+            n,
+        )?;
+        check(
+            "stuck_call_threshold",
+            s.slow_call_duration.is_some(),
+            "needs slow_call_duration, the time past which a call in flight is stuck",
+            n,
+        )?;
+    }
+    if let Some(d) = s.hung_call_duration {
+        check(
+            "hung_call_duration",
+            !d.is_zero(),
+            "must be greater than zero (or None)",
+            crate::duration::display(d),
+        )?;
+        if let Some(slow) = s.slow_call_duration {
+            check(
+                "hung_call_duration",
+                d > slow,
+                "must be longer than slow_call_duration",
+                format_args!(
+                    "{} <= {}",
+                    crate::duration::display(d),
+                    crate::duration::display(slow)
+                ),
+            )?;
+        }
+    }
+    Ok(())
 }
 
 impl<T> BreakerBuilder<T> {

@@ -90,6 +90,26 @@ pub enum Reason {
     },
     /// A probe did not report back within `max_probe_duration`.
     ProbeExpired,
+    /// Calls admitted while closed were still in flight after `over`:
+    /// `count` of them past `slow_call_duration` reached
+    /// `stuck_call_threshold`, or one was past `hung_call_duration`. None
+    /// of them had to return.
+    StuckCalls {
+        /// Calls in flight past `over` when the breaker opened.
+        count: u32,
+        /// The mark they were past: `slow_call_duration` or
+        /// `hung_call_duration`.
+        over: Duration,
+    },
+    /// A probe was still in flight after `over`, its slow mark (the shorter
+    /// of `slow_call_duration` and the latency policy's threshold, or
+    /// `hung_call_duration` without either), with `stuck_call_threshold` or
+    /// `hung_call_duration` set: it re-opens without waiting for
+    /// `max_probe_duration`.
+    ProbeStuck {
+        /// The probe's slow mark.
+        over: Duration,
+    },
     /// A call failed during the ramp-up after recovery
     /// ([`RampUp`](crate::RampUp)): the breaker re-opens with the outage's
     /// escalated open period.
@@ -184,6 +204,19 @@ impl fmt::Display for Reason {
                 write!(f, "probe was slow ({})", crate::duration::display(*elapsed))
             }
             Reason::ProbeExpired => f.write_str("probe did not report back in time"),
+            Reason::StuckCalls { count, over } => {
+                let calls = if *count == 1 { "call" } else { "calls" };
+                write!(
+                    f,
+                    "{count} {calls} in flight for over {}",
+                    crate::duration::display(*over)
+                )
+            }
+            Reason::ProbeStuck { over } => write!(
+                f,
+                "probe in flight for over {}",
+                crate::duration::display(*over)
+            ),
             Reason::RampFailed => f.write_str("a call failed during the ramp-up"),
             Reason::ForcedOpen { actor, note } => {
                 write!(f, "forced open by {}: {}", shown(actor), shown(note))

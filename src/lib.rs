@@ -339,6 +339,7 @@ mod gate;
 mod histogram;
 #[cfg(feature = "http")]
 pub mod http;
+mod in_flight;
 #[cfg(feature = "isolation")]
 pub mod isolation;
 /// The bulkhead's lock-free parts, for the model checker's test only.
@@ -410,6 +411,11 @@ pub use quanta;
 #[cfg(loom)]
 #[doc(hidden)]
 pub use gate::model as loom_gate;
+
+/// The table of calls in flight, for the model checker's test only.
+#[cfg(loom)]
+#[doc(hidden)]
+pub use in_flight::model as loom_in_flight;
 
 /// The delivery protocol, for the model checker's test only.
 #[cfg(loom)]

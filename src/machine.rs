@@ -15,6 +15,7 @@ use crate::count_window::{CountWindow, Tally};
 use crate::events::Reason;
 use crate::gate::Word;
 use crate::histogram::CallDurations;
+use crate::in_flight::{Marks, Scan};
 use crate::latency::LatencyWindow;
 use crate::policy::{OpenPeriodInput, RoundDecision, WindowCounts};
 use crate::recovery::{Recovering, Recovery};
@@ -54,6 +55,9 @@ pub(crate) struct Transition {
 struct Probe {
     id: u64,
     deadline: u64,
+    /// Whether `deadline` is the probe's slow mark, with calls in flight
+    /// tracked (`probe_stuck_after`), rather than `max_probe_duration`.
+    stuck: bool,
 }
 
 /// Lifetime totals. Never reset, so they can feed monotonic counters.
@@ -289,7 +293,65 @@ impl Machine {
 
     /// Whether the slow-call clock must be read when a call starts.
     pub(crate) fn times_calls(&self) -> bool {
-        self.slow_after() != u64::MAX || self.latency.is_some()
+        self.slow_after() != u64::MAX || self.latency.is_some() || self.s.tracks_in_flight()
+    }
+
+    /// The state, as the last operation left it.
+    pub(crate) fn state(&self) -> State {
+        self.state
+    }
+
+    /// The closed period calls are admitted in now.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The marks the calls in flight are judged against
+    /// (`src/in_flight.rs`): `slow_call_duration` with
+    /// `stuck_call_threshold`, and `hung_call_duration`.
+    pub(crate) fn in_flight_marks(&self) -> Marks {
+        Marks {
+            stuck: match self.s.stuck_call_threshold {
+                Some(_) => self.slow_after(),
+                None => u64::MAX,
+            },
+            hung: self.s.hung_call_duration.map_or(u64::MAX, nanos),
+        }
+    }
+
+    /// Judges the calls in flight a scan at `now` saw (`scan` of the
+    /// current period): opens a closed or ramping breaker when one is past
+    /// `hung_call_duration`, or `stuck_call_threshold` are past
+    /// `slow_call_duration`. Not inside a maintenance window, where
+    /// failures count for nothing either.
+    pub(crate) fn judge_in_flight(&mut self, now: u64, scan: &Scan) -> Option<Transition> {
+        if self.state != State::Closed || self.recovering.maintenance_until(now).is_some() {
+            return None;
+        }
+        if let Some(d) = self.s.hung_call_duration.filter(|_| scan.hung > 0) {
+            let count = scan.hung;
+            return Some(self.trip(now, Reason::StuckCalls { count, over: d }));
+        }
+        let n = self.s.stuck_call_threshold?;
+        let over = self.s.slow_call_duration?;
+        (scan.stuck >= n).then(|| {
+            let count = scan.stuck;
+            self.trip(now, Reason::StuckCalls { count, over })
+        })
+    }
+
+    /// With calls in flight tracked: how long a probe may be out before it
+    /// is stuck, its slow mark (the shorter of `slow_call_duration` and the
+    /// latency policy's threshold, or `hung_call_duration` without either);
+    /// `u64::MAX` otherwise.
+    fn probe_stuck_after(&self) -> u64 {
+        if !self.s.tracks_in_flight() {
+            return u64::MAX;
+        }
+        match self.probe_slow_after() {
+            u64::MAX => self.s.hung_call_duration.map_or(u64::MAX, nanos),
+            mark => mark,
+        }
     }
 
     // Read from the settings when needed rather than kept per breaker: the
@@ -355,7 +417,7 @@ impl Machine {
             }
             State::HalfOpen => {
                 if self.a_probe_expired(now) {
-                    let t = self.reopen(now, Reason::ProbeExpired);
+                    let t = self.reopen(now, self.expiry_reason());
                     (self.refuse(now), Some(t))
                 } else {
                     (self.admit_probe(now), None)
@@ -426,12 +488,20 @@ impl Machine {
             return None;
         }
         self.probes_admitted += 1;
-        let deadline = now.saturating_add(self.probe_budget());
+        let budget = self.probe_budget();
+        // Past its slow mark, a probe is stuck: strictly longer than it.
+        let mark = self.probe_stuck_after().saturating_add(1);
+        let stuck = mark < budget;
+        let deadline = now.saturating_add(budget.min(mark));
         match self.probes.iter_mut().find(|p| p.is_none()) {
             Some(slot) => {
                 self.next_probe_id += 1;
                 let id = self.next_probe_id;
-                *slot = Some(Probe { id, deadline });
+                *slot = Some(Probe {
+                    id,
+                    deadline,
+                    stuck,
+                });
                 Some(Ticket::Probe { id })
             }
             None => {
@@ -505,7 +575,7 @@ impl Machine {
                 // so that the time since the first deadline is filed as
                 // the open time it has read as.
                 if self.a_probe_expired(now) {
-                    return Some(self.reopen(now, Reason::ProbeExpired));
+                    return Some(self.reopen(now, self.expiry_reason()));
                 }
                 let slot = self
                     .probes
@@ -539,7 +609,7 @@ impl Machine {
             return None;
         };
         if self.is_current(ticket) && self.a_probe_expired(now) {
-            return Some(self.reopen(now, Reason::ProbeExpired));
+            return Some(self.reopen(now, self.expiry_reason()));
         }
         let mine = |p: &Option<Probe>| p.is_some_and(|p| p.id == id);
         if let Some(slot) = self.probes.iter_mut().find(|p| mine(p)) {
@@ -731,7 +801,7 @@ impl Machine {
     fn reopen(&mut self, now: u64, reason: Reason) -> Transition {
         self.reopens = self.reopens.saturating_add(1);
         self.reopens_total += 1;
-        if reason == Reason::ProbeExpired {
+        if matches!(reason, Reason::ProbeExpired | Reason::ProbeStuck { .. }) {
             self.probe_totals.expired += 1;
         }
         self.open(now, reason)
@@ -1032,6 +1102,25 @@ impl Machine {
 
     fn a_probe_expired(&self, now: u64) -> bool {
         self.first_probe_deadline() <= now
+    }
+
+    /// Why the probes failed when the first deadline passed: a probe due
+    /// then was stuck past its slow mark, or else out past
+    /// `max_probe_duration`.
+    fn expiry_reason(&self) -> Reason {
+        let first = self.first_probe_deadline();
+        let stuck = |p: &&Probe| p.deadline == first && p.stuck;
+        match self.probes.iter().flatten().find(stuck) {
+            Some(_) => Reason::ProbeStuck {
+                over: Duration::from_nanos(self.probe_stuck_after()),
+            },
+            None => Reason::ProbeExpired,
+        }
+    }
+
+    /// The end of the maintenance window `now` is in, if any.
+    pub(crate) fn maintenance_end(&self, now: u64) -> Option<u64> {
+        self.recovering.maintenance_until(now)
     }
 
     /// Everything a snapshot shows, as a call arriving at `now` would meet

@@ -191,7 +191,7 @@ impl Parked {
     /// finished. Neither a success nor a failure; a probe gives its place
     /// back.
     pub(crate) fn cancel(self, breaker: &Breaker) {
-        breaker.cancel(self.ticket);
+        breaker.cancel(self.ticket, self.started);
     }
 }
 

@@ -116,7 +116,7 @@ impl Serialize for StateChange {
 
 impl Serialize for Snapshot {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut out = s.serialize_struct("Snapshot", 33)?;
+        let mut out = s.serialize_struct("Snapshot", 34)?;
         out.serialize_field("name", &*self.name)?;
         out.serialize_field("state", &self.state)?;
         out.serialize_field("status", self.status())?;
@@ -138,6 +138,7 @@ impl Serialize for Snapshot {
         out.serialize_field("probes_in_flight", &self.probes_in_flight)?;
         out.serialize_field("consecutive_successes", &self.consecutive_successes)?;
         out.serialize_field("calls_in_flight", &self.calls_in_flight)?;
+        out.serialize_field("calls_stuck", &self.calls_stuck)?;
         out.serialize_field("opened_by", &self.opened_by.as_deref())?;
         out.serialize_field(
             "latency_percentile_seconds",

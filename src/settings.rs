@@ -40,6 +40,10 @@ pub(crate) struct Settings {
     pub(crate) half_open_max_probes: Option<u32>,
     pub(crate) half_open_rate: Option<HalfOpenRate>,
     pub(crate) count_in_flight: bool,
+    /// Calls in flight past `slow_call_duration` that open the breaker.
+    pub(crate) stuck_call_threshold: Option<u32>,
+    /// One call in flight past this opens the breaker.
+    pub(crate) hung_call_duration: Option<Duration>,
     /// The bounds of the call-duration histogram (used only by a breaker
     /// that times its calls); the default ones are not copied per breaker.
     pub(crate) call_duration_buckets: Cow<'static, [Duration]>,
@@ -54,6 +58,12 @@ impl Settings {
             || self.failure_rate_threshold.is_some()
             || self.slow_call_rate_threshold.is_some()
             || self.trip_predicate.is_some()
+    }
+
+    /// Whether the breaker keeps a table of its calls in flight
+    /// (`src/in_flight.rs`).
+    pub(crate) fn tracks_in_flight(&self) -> bool {
+        self.stuck_call_threshold.is_some() || self.hung_call_duration.is_some()
     }
 }
 
@@ -86,6 +96,8 @@ impl Default for Settings {
             half_open_max_probes: None,
             half_open_rate: None,
             count_in_flight: false,
+            stuck_call_threshold: None,
+            hung_call_duration: None,
             call_duration_buckets: Cow::Borrowed(&DEFAULT_BUCKETS),
             event_log_capacity: 16,
         }

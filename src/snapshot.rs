@@ -208,9 +208,15 @@ pub struct Snapshot {
     /// last changed.
     pub consecutive_successes: u64,
     /// With `count_calls_in_flight`: calls admitted and not yet reported,
-    /// probes included; exact while no call races the snapshot. `None`
-    /// when not counted.
+    /// probes included; exact while no call races the snapshot. Without
+    /// it, with `stuck_call_threshold` or `hung_call_duration`: the calls
+    /// admitted in the last closed period that the breaker tracks in
+    /// flight (at most 64; no probes). `None` when neither counts them.
     pub calls_in_flight: Option<u64>,
+    /// With `stuck_call_threshold`: the tracked calls in flight for longer
+    /// than `slow_call_duration` now; with only `hung_call_duration`, for
+    /// longer than that. `None` without either.
+    pub calls_stuck: Option<u32>,
     /// What opened the breaker, while it is open or half-open (see
     /// [`Breaker::last_failure`](crate::Breaker::last_failure)).
     pub opened_by: Option<Arc<crate::FailureCause>>,

@@ -88,7 +88,7 @@ impl Breaker {
     /// now would meet it (see [`Snapshot`]).
     pub fn snapshot(&self) -> Snapshot {
         let now = self.now();
-        let (v, last, recent, dropped_changes, changed, opened_by) = {
+        let (v, last, recent, dropped_changes, changed, opened_by, in_flight) = {
             let mut core = self.lock();
             // An override past its expiry ends here if no call ended it.
             let expired = core.machine.expire(now);
@@ -101,6 +101,15 @@ impl Breaker {
             };
             core.machine.slide(now);
             let changed = self.sync_gate(&mut core) || expired;
+            let in_flight = self.inner.hot().in_flight.as_ref().map(|t| {
+                let marks = core.machine.in_flight_marks();
+                let scan = t.scan(core.machine.generation(), now, marks);
+                let stuck = match marks.stuck {
+                    u64::MAX => scan.hung,
+                    _ => scan.stuck,
+                };
+                (scan.tracked, stuck)
+            });
             (
                 core.machine.view(now),
                 core.last_change(),
@@ -108,6 +117,7 @@ impl Breaker {
                 core.dropped_changes(),
                 changed,
                 core.opened_by.clone(),
+                in_flight,
             )
         };
         if changed {
@@ -150,12 +160,17 @@ impl Breaker {
             // and now still shows as out). A failure made neutral by a
             // maintenance window and a cancelled call report outside the
             // totals' calls.
-            calls_in_flight: self.inner.hot().counts_admitted.then(|| {
-                let reported = (v.totals.calls)
-                    .saturating_add(v.neutral_failures)
-                    .saturating_add(v.totals.cancelled);
-                self.inner.gate.counts().admitted().saturating_sub(reported)
-            }),
+            calls_in_flight: match (self.inner.hot().counts_admitted, in_flight) {
+                (true, _) => {
+                    let reported = (v.totals.calls)
+                        .saturating_add(v.neutral_failures)
+                        .saturating_add(v.totals.cancelled);
+                    Some(self.inner.gate.counts().admitted().saturating_sub(reported))
+                }
+                (false, Some((tracked, _))) => Some(u64::from(tracked)),
+                (false, None) => None,
+            },
+            calls_stuck: in_flight.map(|(_, stuck)| stuck),
             opened_by,
             latency_percentile: v.latency_percentile,
             latency_breaches: v.latency_breaches,

@@ -927,6 +927,25 @@ fn print_paired() {
         row(what, "cheapest", paired(call!(with), call!(cheap)));
         assert_eq!(with.state(), State::Closed);
     }
+    // Calls in flight tracked (`stuck_call_threshold`), against the same
+    // timed breaker without: the claim and the release of a word, and a
+    // scan of the table about once per slow mark.
+    let slow = Duration::from_millis(50);
+    let timed = cheapest_builder(HOUR)
+        .slow_call_duration(slow)
+        .build()
+        .expect("valid config");
+    let in_flight = cheapest_builder(HOUR)
+        .slow_call_duration(slow)
+        .stuck_call_threshold(6)
+        .build()
+        .expect("valid config");
+    row(
+        "closed success, in-flight on",
+        "closed success, timed without in-flight",
+        paired(call!(in_flight), call!(timed)),
+    );
+    assert_eq!(in_flight.state(), State::Closed);
     // A guarded future, polled once with a no-op waker (no runtime), against
     // `call` with the same work, and against the peers' async wrappers.
     macro_rules! call_async {

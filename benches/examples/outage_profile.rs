@@ -19,7 +19,10 @@
 //!   threads, 15 ms deadline) on pricing, whose agent is given a 5 s
 //!   timeout as if it had none of its own: all three layers in one call;
 //! - the latency-primary breaker with an adaptive bulkhead on pricing (at
-//!   most 16, floor 2), whose limit is sampled every 5 ms.
+//!   most 16, floor 2), whose limit is sampled every 5 ms;
+//! - the latency-primary breaker counting its calls in flight
+//!   (`stuck_call_threshold` 6 past its 50 ms slow mark): alone, behind the
+//!   bulkhead of 16, and with a client that has no timeout at all.
 //!
 //! ```text
 //! cargo run --release -p fusebox-benches --example outage_profile
@@ -178,12 +181,15 @@ enum Guard {
     None,
     ErrorOnly,
     LatencyPrimary,
+    /// The latency-primary breaker, counting its calls in flight too.
+    InFlight,
 }
 
 #[derive(Clone, Copy, Debug)]
 struct Config {
     name: &'static str,
-    timeout: Duration,
+    /// The client's timeout (`None`: it waits as long as the vendor takes).
+    timeout: Option<Duration>,
     guard: Guard,
     /// A bulkhead on pricing: at most this many calls at once, refused at
     /// once beyond that.
@@ -204,7 +210,7 @@ const DEADLINE: Duration = Duration::from_millis(15);
 const CONFIGS: [Config; 7] = [
     Config {
         name: "no breaker",
-        timeout: Duration::from_secs(5),
+        timeout: Some(Duration::from_secs(5)),
         guard: Guard::None,
         bulkhead: None,
         deadline: None,
@@ -212,7 +218,7 @@ const CONFIGS: [Config; 7] = [
     },
     Config {
         name: "timeout only (200 ms)",
-        timeout: Duration::from_millis(200),
+        timeout: Some(Duration::from_millis(200)),
         guard: Guard::None,
         bulkhead: None,
         deadline: None,
@@ -220,7 +226,7 @@ const CONFIGS: [Config; 7] = [
     },
     Config {
         name: "error-only breaker (1 s timeout)",
-        timeout: Duration::from_secs(1),
+        timeout: Some(Duration::from_secs(1)),
         guard: Guard::ErrorOnly,
         bulkhead: None,
         deadline: None,
@@ -228,7 +234,7 @@ const CONFIGS: [Config; 7] = [
     },
     Config {
         name: "latency-primary breaker (1 s timeout)",
-        timeout: Duration::from_secs(1),
+        timeout: Some(Duration::from_secs(1)),
         guard: Guard::LatencyPrimary,
         bulkhead: None,
         deadline: None,
@@ -236,7 +242,7 @@ const CONFIGS: [Config; 7] = [
     },
     Config {
         name: "error-only breaker (200 ms timeout)",
-        timeout: Duration::from_millis(200),
+        timeout: Some(Duration::from_millis(200)),
         guard: Guard::ErrorOnly,
         bulkhead: None,
         deadline: None,
@@ -244,7 +250,7 @@ const CONFIGS: [Config; 7] = [
     },
     Config {
         name: "latency-primary breaker + bulkhead of 16 (1 s timeout)",
-        timeout: Duration::from_secs(1),
+        timeout: Some(Duration::from_secs(1)),
         guard: Guard::LatencyPrimary,
         bulkhead: Some(BULKHEAD),
         deadline: None,
@@ -252,13 +258,47 @@ const CONFIGS: [Config; 7] = [
     },
     Config {
         name: "error-only breaker + bulkhead of 16 + 15 ms deadline (no timeout of its own)",
-        timeout: Duration::from_secs(5),
+        timeout: Some(Duration::from_secs(5)),
         guard: Guard::ErrorOnly,
         bulkhead: Some(BULKHEAD),
         deadline: Some((POOL_THREADS, DEADLINE)),
         adaptive: None,
     },
 ];
+
+/// The latency-primary breaker counting its calls in flight: alone, behind
+/// the bulkhead of 16, and with a client that has no timeout at all.
+const IN_FLIGHT_CONFIGS: [Config; 3] = [
+    Config {
+        name: "latency-primary breaker + in-flight (1 s timeout)",
+        timeout: Some(Duration::from_secs(1)),
+        guard: Guard::InFlight,
+        bulkhead: None,
+        deadline: None,
+        adaptive: None,
+    },
+    Config {
+        name: "latency-primary breaker + in-flight + bulkhead of 16 (1 s timeout)",
+        timeout: Some(Duration::from_secs(1)),
+        guard: Guard::InFlight,
+        bulkhead: Some(BULKHEAD),
+        deadline: None,
+        adaptive: None,
+    },
+    Config {
+        name: "latency-primary breaker + in-flight, no timeout",
+        timeout: None,
+        guard: Guard::InFlight,
+        bulkhead: None,
+        deadline: None,
+        adaptive: None,
+    },
+];
+
+/// Calls in flight past the slow mark (50 ms) that open the in-flight
+/// breaker: at 100 pricing calls a second, about 5 arrive per 50 ms, so
+/// six out past 50 ms at once is the vendor, not jitter.
+const STUCK_CALLS: u32 = 6;
 
 /// The adaptive bulkhead's floor.
 const ADAPTIVE_FLOOR: usize = 2;
@@ -267,7 +307,7 @@ const ADAPTIVE_FLOOR: usize = 2;
 /// of at most 16.
 const ADAPTIVE_CONFIGS: [Config; 1] = [Config {
     name: "latency-primary breaker + adaptive bulkhead of at most 16, floor 2 (1 s timeout)",
-    timeout: Duration::from_secs(1),
+    timeout: Some(Duration::from_secs(1)),
     guard: Guard::LatencyPrimary,
     bulkhead: Some(BULKHEAD),
     deadline: None,
@@ -316,6 +356,9 @@ fn breaker(guard: Guard, name: &'static str) -> Option<BreakerBuilder> {
                 .failure_rate_threshold(0.5)
                 .minimum_calls(20),
         ),
+        Guard::InFlight => {
+            breaker(Guard::LatencyPrimary, name).map(|b| b.stuck_call_threshold(STUCK_CALLS))
+        }
         Guard::LatencyPrimary => Some(
             common(name)
                 .consecutive_failure_threshold(None)
@@ -372,10 +415,15 @@ struct Client {
 }
 
 impl Client {
-    fn new(addr: SocketAddr, path: &str, timeout: Duration, guard: Option<Isolated>) -> Client {
+    fn new(
+        addr: SocketAddr,
+        path: &str,
+        timeout: Option<Duration>,
+        guard: Option<Isolated>,
+    ) -> Client {
         let agent = ureq::Agent::new_with_config(
             ureq::Agent::config_builder()
-                .timeout_global(Some(timeout))
+                .timeout_global(timeout)
                 .max_idle_connections(workers() * 2)
                 .max_idle_connections_per_host(workers())
                 .build(),
@@ -484,7 +532,7 @@ fn run(config: Config, pricing: SocketAddr, compliance: SocketAddr) -> Run {
         Client::new(
             compliance,
             "/check",
-            Duration::from_secs(1),
+            Some(Duration::from_secs(1)),
             compliance_breaker.map(Isolated::new),
         ),
     ]);
@@ -1069,7 +1117,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let began = Instant::now();
     let mut runs = Vec::new();
-    for config in CONFIGS.into_iter().chain(ADAPTIVE_CONFIGS) {
+    for config in CONFIGS
+        .into_iter()
+        .chain(ADAPTIVE_CONFIGS)
+        .chain(IN_FLIGHT_CONFIGS)
+    {
         eprintln!("running: {}", config.name);
         let r = run(config, pricing, compliance);
         // Let the last slow answers of this run drain before the next.

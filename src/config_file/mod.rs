@@ -128,6 +128,8 @@ struct Settings {
     half_open_max_probes: Option<OrOff<u32>>,
     half_open_rate: Option<Rate>,
     count_calls_in_flight: Option<bool>,
+    stuck_call_threshold: Option<OrOff<u32>>,
+    hung_call_duration: Option<OrOff<Human>>,
     call_duration_buckets: Option<Vec<Human>>,
     event_log_capacity: Option<usize>,
     delivery: Option<DeliveryName>,
@@ -456,6 +458,12 @@ impl Loader {
         if let Some(yes) = s.count_calls_in_flight {
             b = b.count_calls_in_flight(yes);
         }
+        if let Some(v) = s.stuck_call_threshold {
+            b = b.stuck_call_threshold(v.into_option());
+        }
+        if let Some(v) = s.hung_call_duration {
+            b = b.hung_call_duration(v.into_option().map(|h| h.0));
+        }
         if let Some(bounds) = &s.call_duration_buckets {
             b = b.call_duration_buckets(bounds.iter().map(|h| h.0).collect::<Vec<_>>());
         }
@@ -523,6 +531,8 @@ impl Settings {
             half_open_max_probes,
             half_open_rate,
             count_calls_in_flight,
+            stuck_call_threshold,
+            hung_call_duration,
             call_duration_buckets,
             event_log_capacity,
             delivery,
@@ -557,6 +567,8 @@ impl Settings {
             || half_open_max_probes.is_some()
             || half_open_rate.is_some()
             || count_calls_in_flight.is_some()
+            || stuck_call_threshold.is_some()
+            || hung_call_duration.is_some()
             || call_duration_buckets.is_some()
             || event_log_capacity.is_some()
             || delivery.is_some()

@@ -506,10 +506,13 @@ impl Bulkhead {
     /// the breaker would admit: its permit would only be handed back, and
     /// handing back a closed permit takes the breaker's lock, which
     /// saturated callers would then contend on. Out of line, off the path
-    /// of an admitted call.
+    /// of an admitted call. The breaker still judges the calls the
+    /// bulkhead holds, if it tracks its calls in flight and a check is due
+    /// (`stuck_call_threshold`): a bulkhead full of stuck calls opens it.
     #[cold]
     #[inline(never)]
     fn full_before_the_breaker(&self, breaker: &Breaker, seen: Look) -> Option<Full> {
+        breaker.check_in_flight();
         (breaker.state() == State::Closed)
             .then(|| self.refuse(Duration::ZERO, seen.guarantees, true))
     }

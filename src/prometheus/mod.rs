@@ -4,9 +4,10 @@
 //! is scraped: nothing is counted twice, and the hot path carries no metric
 //! of its own. Every series is labelled with `breaker` (the name) and
 //! `call_path`; a breaker writes 33 series, one more each with a latency
-//! policy (once its first window is full) or an expiring override, and 20
+//! policy (once its first window is full) or an expiring override, 20
 //! more if it times its calls (the histogram with its 16 default buckets,
-//! and the slow-call ratio).
+//! and the slow-call ratio), one with `count_calls_in_flight`, and two
+//! with `stuck_call_threshold` or `hung_call_duration`.
 //!
 //! | metric | type | meaning |
 //! |---|---|---|
@@ -25,6 +26,8 @@
 //! | `fusebox_breaker_call_duration_seconds` | histogram | durations of the calls that reported, for breakers that time their calls ([`Snapshot::call_durations`]) |
 //! | `fusebox_breaker_window_slow_call_ratio` | gauge | slow calls over calls in the sliding window (only breakers that time their calls) |
 //! | `fusebox_breaker_probes_in_flight` | gauge | half-open probes out |
+//! | `fusebox_breaker_calls_in_flight` | gauge | calls admitted and not yet reported ([`Snapshot::calls_in_flight`]; only breakers that count or track them) |
+//! | `fusebox_breaker_calls_stuck` | gauge | tracked calls in flight past `slow_call_duration`, or past `hung_call_duration` without `stuck_call_threshold` ([`Snapshot::calls_stuck`]; only breakers that track them) |
 //! | `fusebox_breaker_open_duration_seconds` | gauge | length of the current open period (0 when closed) |
 //! | `fusebox_breaker_backoff_step` | gauge | times in a row the open period has grown (0 on an outage's first) |
 //! | `fusebox_breaker_retry_after_seconds` | gauge | while open, time until a probe may go (0 otherwise) |
@@ -465,6 +468,24 @@ fn breakers(registry: &Registry, encoder: &mut DescriptorEncoder<'_>) -> Result<
         "Half-open probes admitted and not yet reported.",
         None,
         |s| Some(f64::from(s.probes_in_flight)),
+    )?;
+    gauges(
+        e,
+        &rows,
+        "fusebox_breaker_calls_in_flight",
+        "Calls admitted and not yet reported (count_calls_in_flight), or the closed calls \
+         tracked in flight (stuck_call_threshold, hung_call_duration).",
+        None,
+        |s| s.calls_in_flight.map(|n| n as f64),
+    )?;
+    gauges(
+        e,
+        &rows,
+        "fusebox_breaker_calls_stuck",
+        "Tracked calls in flight past slow_call_duration (or hung_call_duration without \
+         stuck_call_threshold).",
+        None,
+        |s| s.calls_stuck.map(f64::from),
     )?;
     gauges(
         e,

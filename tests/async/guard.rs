@@ -331,3 +331,39 @@ fn a_guarded_future_is_send_and_unpin_when_its_vendor_is() {
     let not_unpin = breaker.call_async(async { Ok::<u32, DepError>(1) });
     send(&not_unpin);
 }
+
+#[test]
+fn a_cancelled_call_leaves_the_calls_in_flight_and_cannot_open_the_breaker() {
+    let (builder, mock) = crate::support::breaker::quiet("pricing");
+    let breaker = builder
+        .slow_call_duration(Duration::from_millis(50))
+        .stuck_call_threshold(2)
+        .build()
+        .expect("valid configuration");
+    // Two calls go out and are cancelled (their futures dropped): they are
+    // in flight no more.
+    for _ in 0..2 {
+        let mut call = Box::pin(breaker.call_async(future::pending::<Result<u32, DepError>>()));
+        assert!(poll_once(call.as_mut()).is_pending(), "admitted and out");
+    }
+    let mut held = Box::pin(breaker.call_async(future::pending::<Result<u32, DepError>>()));
+    assert!(poll_once(held.as_mut()).is_pending());
+    mock.increment(Duration::from_millis(51));
+    let answer = pin!(breaker.call_async(async { Ok::<u32, DepError>(1) }));
+    assert!(
+        matches!(poll_once(answer), Poll::Ready(Ok(1))),
+        "one stuck call is one short"
+    );
+    assert_eq!(breaker.snapshot().totals.cancelled, 2);
+
+    // A second call out past the mark, not cancelled: two stuck.
+    let mut second = Box::pin(breaker.call_async(future::pending::<Result<u32, DepError>>()));
+    assert!(poll_once(second.as_mut()).is_pending());
+    mock.increment(Duration::from_millis(51));
+    let refused = pin!(breaker.call_async(async { Ok::<u32, DepError>(1) }));
+    assert!(matches!(
+        poll_once(refused),
+        Poll::Ready(Err(CallError::Rejected(_)))
+    ));
+    assert_eq!(breaker.state(), State::Open);
+}

@@ -12,6 +12,7 @@ mod concurrency;
 mod flapping;
 mod forced_states;
 mod half_open;
+mod in_flight;
 mod latency;
 mod model;
 mod names;

@@ -8,7 +8,8 @@
 //! The configurations cover every setting the lock-free success path
 //! depends on: time and count windows, a trip predicate, closed intervals,
 //! slow calls, latency trips, a result classifier, calls counted in
-//! flight, probe caps and half-open rate rounds, ramp-up after recovery
+//! flight, calls in flight judged as stuck or hung (held permits that
+//! report late or never, async calls cancelled), probe caps and half-open rate rounds, ramp-up after recovery
 //! and maintenance windows (with and without short-circuiting). Runs come
 //! in phases of mostly failing and mostly succeeding calls, so that
 //! outages recover and ramps run.
@@ -77,6 +78,10 @@ struct Cfg {
     result_classifier: bool,
     /// Calls admitted and not reported are counted.
     count_in_flight: bool,
+    /// `stuck_call_threshold` (with `slow_call`).
+    stuck: Option<u32>,
+    /// `hung_call_duration`.
+    hung: Option<u64>,
 }
 
 /// A latency trip policy, with its rates and percentile in quarters.
@@ -124,7 +129,22 @@ impl Cfg {
             trip_predicate: None,
             result_classifier: false,
             count_in_flight: false,
+            stuck: None,
+            hung: None,
         }
+    }
+
+    fn tracks_in_flight(&self) -> bool {
+        self.stuck.is_some() || self.hung.is_some()
+    }
+
+    /// With calls in flight tracked, a probe out longer than this is stuck:
+    /// its slow mark, or `hung` without one.
+    fn probe_stuck_after(&self) -> Option<u64> {
+        if !self.tracks_in_flight() {
+            return None;
+        }
+        self.probe_slow_after().or(self.hung)
     }
 
     fn uses_window(&self) -> bool {
@@ -187,7 +207,9 @@ impl Cfg {
                     c.failures >= failures || c.consecutive_successes >= successes
                 })
             }))
-            .count_calls_in_flight(self.count_in_flight);
+            .count_calls_in_flight(self.count_in_flight)
+            .stuck_call_threshold(self.stuck)
+            .hung_call_duration(self.hung.map(ns));
         if self.result_classifier {
             b = b.result_classifier(ResultClassifier::for_type(|v: &u32| {
                 if *v == 2 {
@@ -274,12 +296,20 @@ fn cfg_strategy() -> impl Strategy<Value = Cfg> {
             ),
         ),
     );
-    (conditions, timing, paths, recovery).prop_map(
+    let in_flight = (
+        prop::option::weighted(0.3, 1..=3u32),
+        prop::option::weighted(
+            0.25,
+            prop::sample::select(vec![100 * MS + 1, 150 * MS, 2 * SEC]),
+        ),
+    );
+    (conditions, timing, paths, recovery, in_flight).prop_map(
         |(
             (ft, wft, frq, slow, srq, min, count, latency),
             (fw, base, mult, max_factor, hmax, hsucc, budget),
             (interval, predicate, result_classifier, count_in_flight),
             (extra_probes, rate, ramp, maintenance),
+            (stuck, hung),
         )| {
             let mut cfg = Cfg {
                 failure_threshold: ft,
@@ -306,8 +336,14 @@ fn cfg_strategy() -> impl Strategy<Value = Cfg> {
                 trip_predicate: predicate,
                 result_classifier,
                 count_in_flight,
+                stuck: stuck.filter(|_| slow.is_some()),
+                hung,
             };
-            if cfg.failure_threshold.is_none() && !cfg.uses_window() && cfg.latency.is_none() {
+            if cfg.failure_threshold.is_none()
+                && !cfg.uses_window()
+                && cfg.latency.is_none()
+                && !cfg.tracks_in_flight()
+            {
                 cfg.failure_threshold = Some(2);
             }
             // A count window needs a window condition and at least
@@ -382,6 +418,9 @@ enum Jump {
 enum Op {
     Call(Kind, Took),
     Acquire,
+    /// An async call admitted at its first poll and left pending; settled,
+    /// it is cancelled (its future dropped), whatever the settlement says.
+    AcquireAsync,
     Settle(usize, Settle, Took),
     Advance(Jump),
     ForceOpen,
@@ -419,6 +458,7 @@ fn op(mix: Mix) -> impl Strategy<Value = Op> {
     prop_oneof![
         48 => (kind(mix), took()).prop_map(|(k, t)| Op::Call(k, t)),
         12 => Just(Op::Acquire),
+        3 => Just(Op::AcquireAsync),
         12 => (
             any::<usize>(),
             prop_oneof![
@@ -488,6 +528,7 @@ enum Why {
     ProbeSlow,
     ProbeFailureRate,
     ProbeExpired,
+    ProbeStuck,
     RampFailed,
     ForcedOpen,
     Reset,
@@ -501,13 +542,15 @@ fn why(r: &Reason) -> Why {
         | Reason::SlowCallRate { .. }
         | Reason::LatencyBreach { .. }
         | Reason::WindowErrorRate { .. }
-        | Reason::TripPredicate { .. } => Why::Trip,
+        | Reason::TripPredicate { .. }
+        | Reason::StuckCalls { .. } => Why::Trip,
         Reason::OpenPeriodElapsed => Why::OpenPeriodElapsed,
         Reason::ProbeSucceeded { .. } => Why::ProbeSucceeded,
         Reason::ProbeFailed => Why::ProbeFailed,
         Reason::ProbeSlow { .. } => Why::ProbeSlow,
         Reason::ProbeFailureRate { .. } => Why::ProbeFailureRate,
         Reason::ProbeExpired => Why::ProbeExpired,
+        Reason::ProbeStuck { .. } => Why::ProbeStuck,
         Reason::RampFailed => Why::RampFailed,
         Reason::ForcedOpen { .. } => Why::ForcedOpen,
         Reason::Reset { .. } => Why::Reset,
@@ -552,6 +595,7 @@ struct Observed {
     maintenance: Option<u64>,
     neutral_failures: u64,
     calls_in_flight: Option<u64>,
+    calls_stuck: Option<u32>,
     last: Option<(State, State, Why, u64)>,
 }
 
@@ -690,8 +734,15 @@ struct Model {
     /// was last cleared.
     events: Vec<(u64, bool, bool)>,
     latency: Option<LatencyState>,
-    /// Outstanding probes of this half-open period: (id, deadline).
-    probes: Vec<(u64, u64)>,
+    /// Outstanding probes of this half-open period: (id, deadline, whether
+    /// the deadline is the stuck mark).
+    probes: Vec<(u64, u64, bool)>,
+    /// The closed calls of this period tracked in flight, by value
+    /// (period, start): at most 64, and a call that reports frees a value
+    /// equal to its own, whichever call claimed it.
+    in_flight: Vec<(u64, u64)>,
+    /// Calls cancelled.
+    cancelled: u64,
     /// Probes admitted in this half-open period, less those that gave
     /// their place back.
     probes_admitted: u32,
@@ -741,6 +792,8 @@ impl Model {
             consecutive_successes: 0,
             events: Vec::new(),
             probes: Vec::new(),
+            in_flight: Vec::new(),
+            cancelled: 0,
             probes_admitted: 0,
             probe_successes: 0,
             probe_failures: 0,
@@ -763,7 +816,7 @@ impl Model {
     fn reads(&self, t: u64) -> State {
         match self.state {
             State::Open if t >= self.open_until => State::HalfOpen,
-            State::HalfOpen if self.probes.iter().any(|&(_, d)| d <= t) => State::Open,
+            State::HalfOpen if self.probes.iter().any(|&(_, d, _)| d <= t) => State::Open,
             s => s,
         }
     }
@@ -896,7 +949,7 @@ impl Model {
             self.reopens += 1;
             self.reopens_total += 1;
         }
-        if why == Why::ProbeExpired {
+        if matches!(why, Why::ProbeExpired | Why::ProbeStuck) {
             self.probe_totals.2 += 1;
         }
         self.open_duration = self.nominal(self.reopens);
@@ -906,6 +959,8 @@ impl Model {
 
     fn close(&mut self, why: Why) {
         self.period += 1;
+        // The calls of the period that ended count for nothing now.
+        self.in_flight.clear();
         self.interval_end = self.cfg.closed_interval.map_or(u64::MAX, |d| self.now + d);
         self.reopens = 0;
         self.consecutive = 0;
@@ -947,6 +1002,10 @@ impl Model {
 
     fn decide(&mut self) -> Admission {
         match self.state {
+            State::Closed if self.stuck_calls_trip() => {
+                self.open(Why::Trip);
+                self.refuse(State::Open, Some(self.open_until - self.now))
+            }
             State::Closed => self.admit_closed(),
             State::ForcedOpen => self.refuse(State::ForcedOpen, None),
             State::ForcedClosed => unreachable!("the model never forces a breaker closed"),
@@ -959,7 +1018,7 @@ impl Model {
             }
             State::HalfOpen => {
                 if self.reads(self.now) == State::Open {
-                    self.open(Why::ProbeExpired);
+                    self.open(self.expiry_why());
                     self.refuse(State::Open, Some(self.open_until - self.now))
                 } else {
                     self.admit_probe()
@@ -1011,7 +1070,10 @@ impl Model {
             self.next_probe += 1;
             self.probes_admitted += 1;
             let id = self.next_probe;
-            self.probes.push((id, self.now + self.cfg.probe_budget));
+            let mark = self.cfg.probe_stuck_after().map_or(u64::MAX, |d| d + 1);
+            let stuck = mark < self.cfg.probe_budget;
+            let deadline = self.now + self.cfg.probe_budget.min(mark);
+            self.probes.push((id, deadline, stuck));
             Admission::Go(Ticket::Probe { id })
         } else {
             let first_deadline = self.probes.iter().map(|p| p.1 - self.now).min();
@@ -1051,7 +1113,7 @@ impl Model {
             if let Ticket::Probe { id } = ticket {
                 if let Some(i) = self.probes.iter().position(|p| p.0 == id) {
                     if self.state == State::HalfOpen && self.reads(self.now) == State::Open {
-                        self.open(Why::ProbeExpired);
+                        self.open(self.expiry_why());
                         return;
                     }
                     self.probes.remove(i);
@@ -1142,10 +1204,10 @@ impl Model {
     fn probe_outcome(&mut self, id: u64, kind: Kind, took: u64) {
         // A probe that answers at or after its deadline has already failed,
         // and so has the round when another probe is past its own.
-        let expired = self.reads(self.now) == State::Open;
+        let expired = (self.reads(self.now) == State::Open).then(|| self.expiry_why());
         self.probes.retain(|p| p.0 != id);
-        if expired {
-            self.open(Why::ProbeExpired);
+        if let Some(why) = expired {
+            self.open(why);
             return;
         }
         let slow = self.cfg.probe_slow_after().is_some_and(|d| took > d);
@@ -1225,10 +1287,23 @@ impl Model {
                 .map(|ppm| ppm as f64 / MILLION as f64),
             maintenance: self.maintenance_end().map(|end| end - self.now),
             neutral_failures: self.neutral_failures,
-            calls_in_flight: self
-                .cfg
-                .count_in_flight
-                .then(|| self.admitted - self.totals.calls - self.neutral_failures),
+            calls_in_flight: match (self.cfg.count_in_flight, self.cfg.tracks_in_flight()) {
+                (true, _) => {
+                    Some(self.admitted - self.totals.calls - self.neutral_failures - self.cancelled)
+                }
+                (false, true) => Some(self.tracked().count() as u64),
+                (false, false) => None,
+            },
+            calls_stuck: self.cfg.tracks_in_flight().then(|| {
+                let mark = match self.cfg.stuck {
+                    Some(_) => self.cfg.slow_call,
+                    None => self.cfg.hung,
+                };
+                let mark = mark.expect("a mark is set");
+                self.tracked()
+                    .filter(|&&(_, s)| self.now - s > mark)
+                    .count() as u32
+            }),
             last: self.last,
         };
         match (self.state, self.reads(self.now)) {
@@ -1256,6 +1331,81 @@ impl Model {
 }
 
 impl Model {
+    /// The calls of the current period tracked in flight, by start.
+    fn tracked(&self) -> impl Iterator<Item = &(u64, u64)> {
+        self.in_flight.iter().filter(|c| c.0 == self.period)
+    }
+
+    /// A closed call admitted now is tracked, while fewer than 64 are.
+    fn claim(&mut self, ticket: Ticket) {
+        if let (true, Ticket::Closed { period }) = (self.cfg.tracks_in_flight(), ticket) {
+            if period == self.period && self.tracked().count() < 64 {
+                self.in_flight.push((period, self.now));
+            }
+        }
+    }
+
+    /// A closed call that started at `started` reports or is cancelled: a
+    /// tracked value equal to its own is freed.
+    fn release(&mut self, ticket: Ticket, started: u64) {
+        if let Ticket::Closed { period } = ticket {
+            if let Some(i) = self.in_flight.iter().position(|&c| c == (period, started)) {
+                self.in_flight.remove(i);
+            }
+        }
+    }
+
+    /// At a closed admission: whether the calls in flight open the breaker,
+    /// one past `hung` or `stuck` past `slow_call`; never inside a
+    /// maintenance window.
+    fn stuck_calls_trip(&self) -> bool {
+        if self.maintenance_end().is_some() {
+            return false;
+        }
+        let past = |mark: u64| {
+            self.tracked()
+                .filter(|&&(_, s)| self.now - s > mark)
+                .count()
+        };
+        let hung = self.cfg.hung.is_some_and(|d| past(d) > 0);
+        let stuck = self
+            .cfg
+            .stuck
+            .zip(self.cfg.slow_call)
+            .is_some_and(|(n, d)| past(d) >= n as usize);
+        hung || stuck
+    }
+
+    /// Why the probes failed at the first deadline: stuck, if a probe due
+    /// then was judged by its slow mark.
+    fn expiry_why(&self) -> Why {
+        let first = self.probes.iter().map(|p| p.1).min();
+        let stuck = self.probes.iter().any(|p| Some(p.1) == first && p.2);
+        if stuck {
+            Why::ProbeStuck
+        } else {
+            Why::ProbeExpired
+        }
+    }
+
+    /// A call admitted with `ticket` at `started` is cancelled now: no
+    /// outcome; a probe gives its place back, unless the round is past a
+    /// deadline, when it re-opens.
+    fn cancel(&mut self, ticket: Ticket, started: u64) {
+        self.cancelled += 1;
+        self.release(ticket, started);
+        if let Ticket::Probe { id } = ticket {
+            if let Some(i) = self.probes.iter().position(|p| p.0 == id) {
+                if self.state == State::HalfOpen && self.reads(self.now) == State::Open {
+                    self.open(self.expiry_why());
+                    return;
+                }
+                self.probes.remove(i);
+                self.probes_admitted = self.probes_admitted.saturating_sub(1);
+            }
+        }
+    }
+
     fn force_open(&mut self) {
         self.open_duration = 0;
         self.enter(State::ForcedOpen, Why::ForcedOpen);
@@ -1316,10 +1466,41 @@ impl Model {
 // ---------------------------------------------------------------------------
 // Running both side by side
 
+/// What holds a call out: a permit, or an async call's pending future.
+enum Out<'b> {
+    Permit(Permit<'b>),
+    #[cfg(feature = "async")]
+    Future(std::pin::Pin<Box<dyn std::future::Future<Output = Pending> + 'b>>),
+}
+
+/// What a pending async call would return.
+#[cfg(feature = "async")]
+type Pending = Result<u32, CallError<DepError>>;
+
 struct Held<'b> {
-    permit: Permit<'b>,
+    out: Out<'b>,
     ticket: Ticket,
     started: u64,
+}
+
+/// An async call to `b` that never completes, polled once: admitted and
+/// out, or refused.
+#[cfg(feature = "async")]
+fn acquire_async(b: &Breaker) -> Result<Out<'_>, fusebox::Rejected> {
+    use std::task::{Context, Poll, Waker};
+    let mut call: std::pin::Pin<Box<dyn std::future::Future<Output = Pending> + '_>> =
+        Box::pin(b.call_async(std::future::pending::<Result<u32, DepError>>()));
+    match call.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Pending => Ok(Out::Future(call)),
+        Poll::Ready(Err(CallError::Rejected(r))) => Err(r),
+        Poll::Ready(other) => panic!("a pending call returned {other:?}"),
+    }
+}
+
+/// Without the async guard, a plain permit stands in.
+#[cfg(not(feature = "async"))]
+fn acquire_async(b: &Breaker) -> Result<Out<'_>, fusebox::Rejected> {
+    b.try_acquire().map(Out::Permit)
 }
 
 fn nanos(d: Duration) -> u64 {
@@ -1369,6 +1550,7 @@ fn real(b: &Breaker, base: quanta::Instant) -> Observed {
         maintenance: s.maintenance.map(nanos),
         neutral_failures: s.neutral_failures,
         calls_in_flight: s.calls_in_flight,
+        calls_stuck: s.calls_stuck,
         last: s.last_transition.map(|c| {
             (
                 c.from,
@@ -1432,7 +1614,9 @@ fn run(cfg: &Cfg, ops: &[Op]) -> Result<(), TestCaseError> {
                             (Kind::BadValue, Ok(2)) => {}
                             _ => prop_assert!(false, "step {}: {:?} returned {:?}", step, op, got),
                         }
+                        m.claim(ticket);
                         m.advance(took);
+                        m.release(ticket, m.now - took);
                         m.record(ticket, kind, took);
                     }
                     Admission::Refuse(state, retry_after) => {
@@ -1446,16 +1630,19 @@ fn run(cfg: &Cfg, ops: &[Op]) -> Result<(), TestCaseError> {
                     }
                 }
             }
-            Op::Acquire => match (m.admit(), b.try_acquire()) {
-                (Admission::Go(ticket), Ok(permit)) => {
-                    prop_assert_eq!(
-                        permit.is_probe(),
-                        matches!(ticket, Ticket::Probe { .. }),
-                        "step {}",
-                        step
-                    );
+            Op::Acquire | Op::AcquireAsync => match (m.admit(), acquire(&b, op)) {
+                (Admission::Go(ticket), Ok(out)) => {
+                    if let Out::Permit(permit) = &out {
+                        prop_assert_eq!(
+                            permit.is_probe(),
+                            matches!(ticket, Ticket::Probe { .. }),
+                            "step {}",
+                            step
+                        );
+                    }
+                    m.claim(ticket);
                     held.push(Held {
-                        permit,
+                        out,
                         ticket,
                         started: m.now,
                     });
@@ -1468,7 +1655,7 @@ fn run(cfg: &Cfg, ops: &[Op]) -> Result<(), TestCaseError> {
                     "step {}: expected {:?}, got {:?}",
                     step,
                     expected,
-                    got.map(|p| p.is_probe())
+                    got.map(|_| "admitted")
                 ),
             },
             Op::Settle(i, settle, took) => {
@@ -1478,23 +1665,37 @@ fn run(cfg: &Cfg, ops: &[Op]) -> Result<(), TestCaseError> {
                     mock.increment(took);
                     m.advance(took);
                     let elapsed = m.now - h.started;
+                    let permit = match h.out {
+                        Out::Permit(permit) => permit,
+                        #[cfg(feature = "async")]
+                        Out::Future(call) => {
+                            // Dropped before it completes: cancelled.
+                            drop(call);
+                            m.cancel(h.ticket, h.started);
+                            continue_checks(&b, &mut m, base, step, op)?;
+                            continue;
+                        }
+                    };
+                    if !matches!(settle, Settle::Forget) {
+                        m.release(h.ticket, h.started);
+                    }
                     match settle {
                         Settle::Report(kind) => {
                             match kind {
-                                Kind::Success => h.permit.success(),
-                                Kind::Failure => h.permit.failure(),
-                                Kind::Ignore => h.permit.ignore(),
+                                Kind::Success => permit.success(),
+                                Kind::Failure => permit.failure(),
+                                Kind::Ignore => permit.ignore(),
                                 Kind::BadValue => {
-                                    h.permit.finish(&Ok::<u32, DepError>(2));
+                                    permit.finish(&Ok::<u32, DepError>(2));
                                 }
                             }
                             m.record(h.ticket, kind, elapsed);
                         }
                         Settle::Drop => {
-                            drop(h.permit);
+                            drop(permit);
                             m.record(h.ticket, Kind::Failure, elapsed);
                         }
-                        Settle::Forget => std::mem::forget(h.permit),
+                        Settle::Forget => std::mem::forget(permit),
                     }
                 }
             }
@@ -1512,15 +1713,37 @@ fn run(cfg: &Cfg, ops: &[Op]) -> Result<(), TestCaseError> {
                 m.reset();
             }
         }
-        prop_assert_eq!(
-            b.state(),
-            m.observed().state,
-            "step {}: state after {:?}",
-            step,
-            op
-        );
-        prop_assert_eq!(real(&b, base), m.observe(), "step {}: after {:?}", step, op);
+        continue_checks(&b, &mut m, base, step, op)?;
     }
+    Ok(())
+}
+
+/// A call out for `op`: a permit, or for `AcquireAsync` a pending async
+/// call.
+fn acquire(b: &Breaker, op: Op) -> Result<Out<'_>, fusebox::Rejected> {
+    match op {
+        Op::AcquireAsync => acquire_async(b),
+        _ => b.try_acquire().map(Out::Permit),
+    }
+}
+
+/// After each step: the breaker and the model agree on everything a
+/// snapshot shows.
+fn continue_checks(
+    b: &Breaker,
+    m: &mut Model,
+    base: quanta::Instant,
+    step: usize,
+    op: Op,
+) -> Result<(), TestCaseError> {
+    prop_assert_eq!(
+        b.state(),
+        m.observed().state,
+        "step {}: state after {:?}",
+        step,
+        op
+    );
+    prop_assert_eq!(real(b, base), m.observe(), "step {}: after {:?}", step, op);
     Ok(())
 }
 

@@ -510,3 +510,37 @@ fn the_peer_parity_settings_are_checked_and_name_their_field() {
         .build()
         .expect("valid");
 }
+
+#[test]
+fn the_calls_in_flight_settings_are_checked_and_name_their_field() {
+    let ms = Duration::from_millis;
+    let slow = || valid().slow_call_duration(ms(50));
+    refused_for(slow().stuck_call_threshold(0), "stuck_call_threshold");
+    refused_for(slow().stuck_call_threshold(65), "stuck_call_threshold");
+    let e = refused_for(valid().stuck_call_threshold(6), "stuck_call_threshold");
+    assert!(e.to_string().contains("slow_call_duration"), "{e}");
+    refused_for(valid().hung_call_duration(ms(0)), "hung_call_duration");
+    refused_for(slow().hung_call_duration(ms(50)), "hung_call_duration");
+    refused_for(
+        slow().stuck_call_threshold(6).hung_call_duration(ms(40)),
+        "hung_call_duration",
+    );
+    for ok in [
+        slow().stuck_call_threshold(1),
+        slow().stuck_call_threshold(64),
+        slow().stuck_call_threshold(6).hung_call_duration(ms(51)),
+        valid().hung_call_duration(ms(1)),
+        // Alone, either is a trip condition.
+        valid()
+            .consecutive_failure_threshold(None)
+            .failure_rate_threshold(None)
+            .hung_call_duration(ms(1)),
+        valid()
+            .consecutive_failure_threshold(None)
+            .failure_rate_threshold(None)
+            .slow_call_duration(ms(50))
+            .stuck_call_threshold(6),
+    ] {
+        ok.build().expect("valid");
+    }
+}

@@ -13,4 +13,5 @@ static GLOBAL: support::counting_alloc::Counting = support::counting_alloc::Coun
 
 mod http;
 mod https;
+mod in_flight;
 mod outage_profile;

@@ -931,3 +931,52 @@ fn limit_changes_are_logged_at_most_once_a_second_never_per_call() {
     assert!(logged[1].contains("against a baseline of"), "{}", logged[1]);
     drop(stuck);
 }
+
+#[test]
+fn a_full_bulkhead_of_stuck_calls_still_opens_a_breaker_that_counts_them() {
+    let (builder, mock) = quiet("pricing");
+    let breaker = builder
+        .slow_call_duration(50 * MS)
+        .stuck_call_threshold(2)
+        .build()
+        .expect("valid configuration");
+    let bulkhead = bulkhead(2);
+    let (entered, held) = (Arc::new(Barrier::new(3)), Arc::new(Barrier::new(3)));
+    let callers: Vec<_> = (0..2)
+        .map(|_| {
+            let (breaker, bulkhead) = (breaker.clone(), bulkhead.clone());
+            let (entered, held) = (entered.clone(), held.clone());
+            thread::spawn(move || {
+                bulkhead.call(&breaker, || {
+                    entered.wait();
+                    held.wait();
+                    Ok::<_, DepError>(7)
+                })
+            })
+        })
+        .collect();
+    entered.wait();
+    // Both slots are held by calls out for 51 ms: every caller now meets a
+    // full bulkhead, and none reaches the breaker's admission.
+    mock.increment(51 * MS);
+    let refused = bulkhead
+        .call(&breaker, || Ok::<_, DepError>(7))
+        .expect_err("full, and the breaker opened");
+    assert_eq!(breaker.state(), State::Open, "{refused}");
+    assert_eq!(
+        breaker.snapshot().last_transition.map(|c| c.reason),
+        Some(fusebox::Reason::StuckCalls {
+            count: 2,
+            over: 50 * MS
+        })
+    );
+    held.wait();
+    for c in callers {
+        assert_eq!(
+            c.join().unwrap().unwrap(),
+            7,
+            "their late answers reach the callers"
+        );
+    }
+    assert_eq!(breaker.state(), State::Open, "and count in the totals only");
+}

@@ -662,3 +662,48 @@ fn a_registered_deadline_pool_shows_its_calls_in_flight_and_abandoned() {
     drop(pool);
     assert_eq!(registry.deadline_pool_snapshots().len(), 1);
 }
+
+#[test]
+fn a_breaker_that_tracks_its_calls_in_flight_shows_them_and_those_stuck() {
+    let (builder, mock) = quiet("pricing");
+    let breaker = builder
+        .slow_call_duration(50 * MS)
+        .stuck_call_threshold(6)
+        .build()
+        .unwrap();
+    let (plain, _) = quiet("plain");
+    let registry = Registry::new();
+    registry.register(breaker.clone()).unwrap();
+    registry
+        .register(plain.consecutive_failure_threshold(3).build().unwrap())
+        .unwrap();
+
+    let early = [
+        breaker.try_acquire_owned().unwrap(),
+        breaker.try_acquire_owned().unwrap(),
+    ];
+    mock.increment(40 * MS);
+    let late = breaker.try_acquire_owned().unwrap();
+    mock.increment(20 * MS);
+    let s = breaker.snapshot();
+    assert_eq!((s.calls_in_flight, s.calls_stuck), (Some(3), Some(2)));
+    let expo = scrape(&registry);
+    let l = [("breaker", "pricing"), ("call_path", "reference_data")];
+    assert_eq!(sample(&expo, "fusebox_breaker_calls_in_flight", &l), 3.0);
+    assert_eq!(sample(&expo, "fusebox_breaker_calls_stuck", &l), 2.0);
+    // A breaker that does not track them writes neither series.
+    for family in [
+        "fusebox_breaker_calls_in_flight",
+        "fusebox_breaker_calls_stuck",
+    ] {
+        let samples = expo.families[family].iter_samples().count();
+        assert_eq!(samples, 1, "{family}: only the tracking breaker");
+    }
+    let plain = registry.get("plain").unwrap().snapshot();
+    assert_eq!((plain.calls_in_flight, plain.calls_stuck), (None, None));
+
+    drop(early);
+    late.finish(&Ok::<u32, DepError>(1));
+    let s = breaker.snapshot();
+    assert_eq!((s.calls_in_flight, s.calls_stuck), (Some(0), Some(0)));
+}

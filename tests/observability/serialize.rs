@@ -49,6 +49,7 @@ fn a_snapshot_serializes_every_field_durations_in_seconds() {
         "probes_in_flight",
         "consecutive_successes",
         "calls_in_flight",
+        "calls_stuck",
         "opened_by",
         "latency_percentile_seconds",
         "latency_breaches",

@@ -530,3 +530,54 @@ fn a_bad_bulkhead_names_its_entry_and_field_and_adds_nothing() {
     ));
     assert!(registry.template("t").is_none());
 }
+
+#[test]
+fn the_calls_in_flight_settings_are_read_by_name_and_checked() {
+    let registry = loader()
+        .load_toml(
+            r#"
+            [templates.t]
+            call_path = "alt_data"
+            classifier = "transport"
+            slow_call_duration = "50ms"
+            stuck_call_threshold = 6
+            hung_call_duration = "2s"
+
+            [breakers.b]
+            template = "t"
+
+            [breakers.off]
+            template = "t"
+            stuck_call_threshold = "off"
+            hung_call_duration = "off"
+            "#,
+        )
+        .unwrap();
+    // The tracking breaker shows its calls in flight, the other does not.
+    let b = registry.get("b").unwrap();
+    let permit = b.try_acquire().unwrap();
+    assert_eq!(
+        (b.snapshot().calls_in_flight, b.snapshot().calls_stuck),
+        (Some(1), Some(0))
+    );
+    permit.finish(&Ok::<(), std::io::Error>(()));
+    let off = registry.get("off").unwrap().snapshot();
+    assert_eq!((off.calls_in_flight, off.calls_stuck), (None, None));
+
+    says(
+        &template_line("stuck_call_threshold = 6"),
+        &["template `t`", "stuck_call_threshold", "slow_call_duration"],
+    );
+    says(
+        &template_line("slow_call_duration = \"50ms\"\nstuck_call_threshold = 65"),
+        &["stuck_call_threshold", "between 1 and 64"],
+    );
+    says(
+        &breaker_line("slow_call_duration = \"1s\"\nhung_call_duration = \"1s\""),
+        &[
+            "breaker `b`",
+            "hung_call_duration",
+            "longer than slow_call_duration",
+        ],
+    );
+}

@@ -1,0 +1,322 @@
+//! The calls a closed breaker has admitted and not yet heard back from, with
+//! when each started: the evidence of a dependency that has stopped
+//! answering before any slow call returns (`stuck_call_threshold`,
+//! `hung_call_duration`; `docs/design.md`, "Calls in flight").
+//!
+//! [`SLOTS`] words, allocated only for a breaker with one of those
+//! settings. A word is empty (0) or holds one call: a present bit, the low
+//! 15 bits of the closed period (the machine's generation) it was admitted
+//! in, and the low 48 bits of its start in nanoseconds of the breaker's
+//! clock. Ages are taken modulo 2^48 (78 hours), so a call out for longer
+//! than that reads as young again; it has long been counted by then.
+//!
+//! - **claim** (a closed admission, with or without the lock): from a place
+//!   picked from the start, the first word that is empty, or holds a call
+//!   of an earlier period, is compare-and-swapped to the call's value. With
+//!   every word held the call goes untracked: it counts in nothing here,
+//!   and reports as any call does. Sixty-four calls at once are plenty to
+//!   reach a threshold of at most 64.
+//! - **release** (the call reports, or is cancelled): the word holding its
+//!   value is compare-and-swapped back to empty, trying each word from the
+//!   claim's first place with a compare-and-swap (a load first could read
+//!   a value older than the claim, and miss it). Nothing is kept on the
+//!   permit: the value is its generation and start, which the permit holds
+//!   anyway. Two calls of one period with the same start hold the same
+//!   value and either may free either's word; they are alike to every
+//!   count, unless one went untracked, when the count is one low until the
+//!   other reports.
+//! - **scan** (under the breaker's lock, reading each word with a
+//!   read-modify-write, so the latest value): the ages of the calls of the
+//!   current period, how many are past each mark, and when the next one
+//!   crosses a mark; words of earlier periods (calls that never reported,
+//!   or that claimed as the period ended) are emptied.
+//!
+//! The words carry nothing but themselves: every decision taken from them
+//! is taken under the lock, against the machine's generation, so relaxed
+//! accesses suffice. A claim that races a scan is seen by it or not; one
+//! not seen started no earlier than it read the clock, and the breaker
+//! scans again no later than one mark after (`Breaker::scan_in_flight`).
+//! `tests/loom/in_flight.rs` checks claims, releases, scans and reclaims
+//! under a model checker.
+
+use crate::sync::{AtomicU64, Ordering};
+
+/// Calls tracked at once.
+#[cfg(not(loom))]
+pub(crate) const SLOTS: usize = 64;
+/// Under the model checker, two: enough for a claim to find its first
+/// choice taken, and for a stale word to stand in a claim's way.
+#[cfg(loom)]
+pub(crate) const SLOTS: usize = 2;
+
+const PRESENT: u64 = 1 << 63;
+const GENERATION_SHIFT: u32 = 48;
+const GENERATION_MASK: u64 = (1 << 15) - 1;
+const START_MASK: u64 = (1 << GENERATION_SHIFT) - 1;
+
+/// A call's word: present, its period, its start.
+#[inline(always)]
+fn encode(generation: u64, start: u64) -> u64 {
+    PRESENT | (generation & GENERATION_MASK) << GENERATION_SHIFT | start & START_MASK
+}
+
+/// The period a held word's call was admitted in (low 15 bits).
+#[inline(always)]
+fn generation_of(word: u64) -> u64 {
+    (word >> GENERATION_SHIFT) & GENERATION_MASK
+}
+
+/// Whether a held word belongs to a period before `generation`'s: less
+/// than half the 15-bit range behind it. A caller that read an older gate
+/// sees the current period's words as ahead of its own and leaves them.
+#[inline(always)]
+fn is_older(word: u64, generation: u64) -> bool {
+    let behind = generation.wrapping_sub(generation_of(word)) & GENERATION_MASK;
+    behind != 0 && behind <= GENERATION_MASK / 2
+}
+
+/// Where a call starting at `start` looks first: spread by its start, so
+/// that calls at once rarely contend for a word.
+#[inline(always)]
+fn first(start: u64) -> usize {
+    ((start ^ (start >> 7) ^ (start >> 13)) as usize) % SLOTS
+}
+
+/// The marks a scan counts calls past, in nanoseconds (`u64::MAX`: none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Marks {
+    /// `slow_call_duration`, with `stuck_call_threshold`.
+    pub(crate) stuck: u64,
+    /// `hung_call_duration`.
+    pub(crate) hung: u64,
+}
+
+/// What a scan saw of the calls of one period.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Scan {
+    /// Calls tracked.
+    pub(crate) tracked: u32,
+    /// Calls in flight for longer than the stuck mark.
+    pub(crate) stuck: u32,
+    /// Calls in flight for longer than the hung mark.
+    pub(crate) hung: u32,
+    /// The first instant after the scan's at which a tracked call crosses
+    /// a mark it had not crossed (`u64::MAX`: none will).
+    pub(crate) next: u64,
+}
+
+/// The calls in flight of a closed breaker.
+#[derive(Debug)]
+pub(crate) struct InFlight {
+    words: [AtomicU64; SLOTS],
+    /// From when a closed admission scans the table: read and written only
+    /// under the breaker's lock (an atomic only so that the table can be
+    /// shared without one). 0 at first: the first closed admission scans.
+    due: AtomicU64,
+}
+
+impl InFlight {
+    pub(crate) fn new() -> InFlight {
+        InFlight {
+            words: std::array::from_fn(|_| AtomicU64::new(0)),
+            due: AtomicU64::new(0),
+        }
+    }
+
+    /// Under the lock: from when the next scan is due.
+    pub(crate) fn due(&self) -> u64 {
+        self.due.load(Ordering::Relaxed)
+    }
+
+    /// Under the lock: the next scan is due from `at`.
+    pub(crate) fn set_due(&self, at: u64) {
+        self.due.store(at, Ordering::Relaxed);
+    }
+
+    /// Tracks a call admitted in `generation` that started at `start`;
+    /// whether a word was free for it.
+    #[inline]
+    pub(crate) fn claim(&self, generation: u64, start: u64) -> bool {
+        let mine = encode(generation, start);
+        let from = first(start);
+        for k in 0..SLOTS {
+            let word = &self.words[(from + k) % SLOTS];
+            let w = word.load(Ordering::Relaxed);
+            if (w == 0 || is_older(w, generation))
+                && word
+                    .compare_exchange(w, mine, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Stops tracking the call admitted in `generation` that started at
+    /// `start`, if a word still holds it.
+    #[inline]
+    pub(crate) fn release(&self, generation: u64, start: u64) {
+        let mine = encode(generation, start);
+        let from = first(start);
+        // Compare-and-swaps only, no load first: a load may return an
+        // older value than the claim (that of another thread) it must
+        // find, where a compare-and-swap reads the latest.
+        for k in 0..SLOTS {
+            let word = &self.words[(from + k) % SLOTS];
+            if word
+                .compare_exchange(mine, 0, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                return;
+            }
+        }
+    }
+
+    /// Under the lock: the calls of `generation` at `now` against `marks`,
+    /// emptying the words of other periods. A call that claimed after `now`
+    /// was read is 0 old.
+    pub(crate) fn scan(&self, generation: u64, now: u64, marks: Marks) -> Scan {
+        let current = generation & GENERATION_MASK;
+        let mut scan = Scan {
+            next: u64::MAX,
+            ..Scan::default()
+        };
+        for word in &self.words {
+            // The latest value, as a read-modify-write reads it: a plain
+            // load may return one older than a release made without the
+            // lock (a quiet success's).
+            let w = word.fetch_or(0, Ordering::Relaxed);
+            if w == 0 {
+                continue;
+            }
+            if generation_of(w) != current {
+                // Never reported, or claimed as its period ended: nobody
+                // releases it in this period.
+                let _ = word.compare_exchange(w, 0, Ordering::Relaxed, Ordering::Relaxed);
+                continue;
+            }
+            let age = now.wrapping_sub(w) & START_MASK;
+            // A start after `now` (claimed after the clock was read) wraps
+            // to the top half: 0 old.
+            let age = if age > START_MASK / 2 { 0 } else { age };
+            scan.tracked += 1;
+            for (mark, count) in [(marks.stuck, &mut scan.stuck), (marks.hung, &mut scan.hung)] {
+                if mark == u64::MAX {
+                    continue;
+                }
+                if age > mark {
+                    *count += 1;
+                } else {
+                    scan.next = scan.next.min(now.saturating_add(mark - age + 1));
+                }
+            }
+        }
+        scan
+    }
+}
+
+/// The table, for the model checker's test only.
+#[cfg(loom)]
+#[allow(missing_docs)]
+pub mod model {
+    /// Calls tracked at once (two under the model checker).
+    pub const SLOTS: usize = super::SLOTS;
+
+    /// A breaker's table of calls in flight.
+    #[derive(Debug)]
+    pub struct InFlight(super::InFlight);
+
+    /// What a scan saw: calls tracked, past the stuck mark, past the hung
+    /// mark.
+    pub type Seen = (u32, u32, u32);
+
+    impl InFlight {
+        pub fn new() -> InFlight {
+            InFlight(super::InFlight::new())
+        }
+
+        pub fn claim(&self, generation: u64, start: u64) -> bool {
+            self.0.claim(generation, start)
+        }
+
+        pub fn release(&self, generation: u64, start: u64) {
+            self.0.release(generation, start);
+        }
+
+        /// A scan at `now` with a stuck mark of `stuck` and a hung one of
+        /// `hung` nanoseconds.
+        pub fn scan(&self, generation: u64, now: u64, stuck: u64, hung: u64) -> Seen {
+            let s = self.0.scan(generation, now, super::Marks { stuck, hung });
+            (s.tracked, s.stuck, s.hung)
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    const MARKS: Marks = Marks {
+        stuck: 50,
+        hung: 500,
+    };
+
+    #[test]
+    fn counts_the_calls_of_its_period_past_each_mark_and_when_the_next_crosses() {
+        let t = InFlight::new();
+        assert!(t.claim(3, 100));
+        assert!(t.claim(3, 160));
+        assert!(t.claim(3, 100), "the same start takes another word");
+        let s = t.scan(3, 200, MARKS);
+        assert_eq!((s.tracked, s.stuck, s.hung), (3, 2, 0));
+        // The call of 160 crosses 50 at 211; those of 100 cross 500 at 601.
+        assert_eq!(s.next, 211);
+        t.release(3, 100);
+        let s = t.scan(3, 700, MARKS);
+        assert_eq!((s.tracked, s.stuck, s.hung), (2, 2, 2));
+        assert_eq!(s.next, u64::MAX, "every call is past every mark");
+    }
+
+    #[test]
+    fn a_release_frees_only_a_word_holding_its_own_value() {
+        let t = InFlight::new();
+        assert!(t.claim(3, 100));
+        t.release(3, 101);
+        t.release(2, 100);
+        assert_eq!(t.scan(3, 100, MARKS).tracked, 1);
+        t.release(3, 100);
+        assert_eq!(t.scan(3, 100, MARKS).tracked, 0);
+    }
+
+    #[test]
+    fn words_of_another_period_are_emptied_by_a_scan_and_taken_by_a_claim() {
+        let t = InFlight::new();
+        for start in 0..SLOTS as u64 {
+            assert!(t.claim(7, start));
+        }
+        assert!(!t.claim(7, 99), "every word held: untracked");
+        assert!(t.claim(8, 99), "a word of the period before is free");
+        assert!(!t.claim(6, 99), "a claim of an older period takes none");
+        let s = t.scan(8, 100, MARKS);
+        assert_eq!(s.tracked, 1);
+        assert_eq!(t.scan(9, 100, MARKS).tracked, 0, "all emptied");
+        for start in 0..SLOTS as u64 {
+            assert!(t.claim(9, start));
+        }
+    }
+
+    #[test]
+    fn ages_are_read_modulo_two_to_the_forty_eight() {
+        let t = InFlight::new();
+        let start = START_MASK - 10;
+        assert!(t.claim(0, start));
+        let s = t.scan(0, START_MASK + 1 + 100, MARKS);
+        assert_eq!((s.tracked, s.stuck), (1, 1), "111 old, past 50");
+        let s = t.scan(0, start - 5, MARKS);
+        assert_eq!(s.stuck, 0, "a start after the scan's clock is 0 old");
+        // Generations wrap at 2^15 too.
+        assert!(t.claim(1 << 15, 7));
+        assert_eq!(t.scan(0, 7, MARKS).tracked, 2);
+    }
+}
