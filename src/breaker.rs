@@ -443,8 +443,9 @@ impl Breaker {
         }
     }
 
-    /// With calls in flight tracked: the call admitted with `ticket` at
-    /// `started` has reported, or was cancelled; its word is freed.
+    /// Under the lock, with calls in flight tracked: the call admitted with
+    /// `ticket` at `started` has reported, or was cancelled; its word is
+    /// freed (`src/in_flight.rs`).
     #[inline(always)]
     fn release_in_flight(&self, ticket: Ticket, started: u64) {
         if let (Some(table), Ticket::Closed { generation }) = (&self.inner.hot().in_flight, ticket)
@@ -522,9 +523,6 @@ impl Breaker {
         outcome: Verdict,
         note: Option<&Note>,
     ) {
-        // Out of flight before it is recorded: a scan never counts a call
-        // that has reported as stuck.
-        self.release_in_flight(ticket, started);
         if let (Ticket::Closed { generation }, Verdict::Success) = (ticket, outcome) {
             // Still closed in the same generation, with nothing a success
             // would change but counts: count it without the lock, in the
@@ -562,6 +560,9 @@ impl Breaker {
             0
         };
         let mut core = self.lock();
+        // Out of flight before it is recorded (a breaker that tracks calls
+        // in flight records every outcome here: none is quiet).
+        self.release_in_flight(ticket, started);
         let transition = core.machine.record(now, ticket, outcome, elapsed);
         if let Some(note) = note {
             core.recent_failure.set(note);
@@ -575,10 +576,10 @@ impl Breaker {
     /// that is not a quiet success.
     #[cold]
     pub(crate) fn cancel(&self, ticket: Ticket, started: u64) {
-        self.release_in_flight(ticket, started);
         let now = self.now();
         let changed = {
             let mut core = self.lock();
+            self.release_in_flight(ticket, started);
             let transition = core.machine.cancel(now, ticket);
             self.conclude(&mut core, transition)
         };

@@ -11,33 +11,37 @@
 //! than that reads as young again; it has long been counted by then.
 //!
 //! - **claim** (a closed admission, with or without the lock): from a place
-//!   picked from the start, the first word that is empty, or holds a call
-//!   of an earlier period, is compare-and-swapped to the call's value. With
-//!   every word held the call goes untracked: it counts in nothing here,
-//!   and reports as any call does. Sixty-four calls at once are plenty to
-//!   reach a threshold of at most 64.
-//! - **release** (the call reports, or is cancelled): the word holding its
-//!   value is compare-and-swapped back to empty, trying each word from the
-//!   claim's first place with a compare-and-swap (a load first could read
-//!   a value older than the claim, and miss it). Nothing is kept on the
-//!   permit: the value is its generation and start, which the permit holds
-//!   anyway. Two calls of one period with the same start hold the same
-//!   value and either may free either's word; they are alike to every
-//!   count, unless one went untracked, when the count is one low until the
-//!   other reports.
-//! - **scan** (under the breaker's lock, reading each word with a
-//!   read-modify-write, so the latest value): the ages of the calls of the
-//!   current period, how many are past each mark, and when the next one
-//!   crosses a mark; words of earlier periods (calls that never reported,
-//!   or that claimed as the period ended) are emptied.
+//!   picked from the start, the first empty word is compare-and-swapped
+//!   from empty to the call's value. With every word held the call goes
+//!   untracked: it counts in nothing here, and reports as any call does.
+//!   Sixty-four calls at once are plenty to reach a threshold of at most
+//!   64.
+//! - **release** (under the breaker's lock, where the call's outcome or its
+//!   cancellation is recorded): the word holding its value is found by
+//!   plain loads from the claim's first place and stored empty. Nothing is
+//!   kept on the permit: the value is its generation and start, which the
+//!   permit holds anyway. Two calls of one period with the same start hold
+//!   the same value and either may free either's word; they are alike to
+//!   every count, unless one went untracked, when the count is one low
+//!   until the other reports.
+//! - **scan** (under the lock): the ages of the calls of the current
+//!   period, how many are past each mark, and when the next one crosses a
+//!   mark; words of earlier periods (calls that never reported, or that
+//!   claimed as the period ended) are emptied.
 //!
-//! The words carry nothing but themselves: every decision taken from them
-//! is taken under the lock, against the machine's generation, so relaxed
-//! accesses suffice. A claim that races a scan is seen by it or not; one
-//! not seen started no earlier than it read the clock, and the breaker
-//! scans again no later than one mark after (`Breaker::scan_in_flight`).
+//! Why plain accesses are exact for a release and a scan: only a claim
+//! writes a word without the lock, and a claim only writes an empty one. A
+//! word holding a call is written by the release of that call or by a scan
+//! that empties it, both under the lock, so a release's load and store see
+//! no other writer between them, and the lock orders every earlier release
+//! and scan before them. A load that misses a racing claim reads the word
+//! empty: that call started no earlier than the scan read the clock, and
+//! the breaker scans again no later than one mark after
+//! (`Breaker::scan_in_flight`). The words carry nothing but themselves and
+//! every decision taken from them is taken under the lock, against the
+//! machine's generation, so relaxed accesses suffice.
 //! `tests/loom/in_flight.rs` checks claims, releases, scans and reclaims
-//! under a model checker.
+//! under a model checker, with the lock.
 
 use crate::sync::{AtomicU64, Ordering};
 
@@ -64,15 +68,6 @@ fn encode(generation: u64, start: u64) -> u64 {
 #[inline(always)]
 fn generation_of(word: u64) -> u64 {
     (word >> GENERATION_SHIFT) & GENERATION_MASK
-}
-
-/// Whether a held word belongs to a period before `generation`'s: less
-/// than half the 15-bit range behind it. A caller that read an older gate
-/// sees the current period's words as ahead of its own and leaves them.
-#[inline(always)]
-fn is_older(word: u64, generation: u64) -> bool {
-    let behind = generation.wrapping_sub(generation_of(word)) & GENERATION_MASK;
-    behind != 0 && behind <= GENERATION_MASK / 2
 }
 
 /// Where a call starting at `start` looks first: spread by its start, so
@@ -141,10 +136,9 @@ impl InFlight {
         let from = first(start);
         for k in 0..SLOTS {
             let word = &self.words[(from + k) % SLOTS];
-            let w = word.load(Ordering::Relaxed);
-            if (w == 0 || is_older(w, generation))
+            if word.load(Ordering::Relaxed) == 0
                 && word
-                    .compare_exchange(w, mine, Ordering::Relaxed, Ordering::Relaxed)
+                    .compare_exchange(0, mine, Ordering::Relaxed, Ordering::Relaxed)
                     .is_ok()
             {
                 return true;
@@ -153,21 +147,19 @@ impl InFlight {
         false
     }
 
-    /// Stops tracking the call admitted in `generation` that started at
-    /// `start`, if a word still holds it.
+    /// Under the lock: stops tracking the call admitted in `generation`
+    /// that started at `start`, if a word still holds it.
     #[inline]
     pub(crate) fn release(&self, generation: u64, start: u64) {
         let mine = encode(generation, start);
         let from = first(start);
-        // Compare-and-swaps only, no load first: a load may return an
-        // older value than the claim (that of another thread) it must
-        // find, where a compare-and-swap reads the latest.
         for k in 0..SLOTS {
             let word = &self.words[(from + k) % SLOTS];
-            if word
-                .compare_exchange(mine, 0, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-            {
+            // The call's own claim came before its report, and no one but
+            // this release or a scan (both under the lock) writes a word
+            // holding it: a plain load finds it, and a plain store frees it.
+            if word.load(Ordering::Relaxed) == mine {
+                word.store(0, Ordering::Relaxed);
                 return;
             }
         }
@@ -183,17 +175,14 @@ impl InFlight {
             ..Scan::default()
         };
         for word in &self.words {
-            // The latest value, as a read-modify-write reads it: a plain
-            // load may return one older than a release made without the
-            // lock (a quiet success's).
-            let w = word.fetch_or(0, Ordering::Relaxed);
+            let w = word.load(Ordering::Relaxed);
             if w == 0 {
                 continue;
             }
             if generation_of(w) != current {
                 // Never reported, or claimed as its period ended: nobody
-                // releases it in this period.
-                let _ = word.compare_exchange(w, 0, Ordering::Relaxed, Ordering::Relaxed);
+                // releases it in this period. No claim writes a held word.
+                word.store(0, Ordering::Relaxed);
                 continue;
             }
             let age = now.wrapping_sub(w) & START_MASK;
@@ -223,9 +212,10 @@ pub mod model {
     /// Calls tracked at once (two under the model checker).
     pub const SLOTS: usize = super::SLOTS;
 
-    /// A breaker's table of calls in flight.
+    /// A breaker's table of calls in flight, with the breaker's lock that
+    /// releases and scans take.
     #[derive(Debug)]
-    pub struct InFlight(super::InFlight);
+    pub struct InFlight(super::InFlight, loom::sync::Mutex<()>);
 
     /// What a scan saw: calls tracked, past the stuck mark, past the hung
     /// mark.
@@ -233,20 +223,24 @@ pub mod model {
 
     impl InFlight {
         pub fn new() -> InFlight {
-            InFlight(super::InFlight::new())
+            InFlight(super::InFlight::new(), loom::sync::Mutex::new(()))
         }
 
+        /// A claim, without the lock.
         pub fn claim(&self, generation: u64, start: u64) -> bool {
             self.0.claim(generation, start)
         }
 
+        /// A release, under the lock.
         pub fn release(&self, generation: u64, start: u64) {
+            let _lock = self.1.lock().unwrap();
             self.0.release(generation, start);
         }
 
         /// A scan at `now` with a stuck mark of `stuck` and a hung one of
-        /// `hung` nanoseconds.
+        /// `hung` nanoseconds, under the lock.
         pub fn scan(&self, generation: u64, now: u64, stuck: u64, hung: u64) -> Seen {
+            let _lock = self.1.lock().unwrap();
             let s = self.0.scan(generation, now, super::Marks { stuck, hung });
             (s.tracked, s.stuck, s.hung)
         }
@@ -290,16 +284,16 @@ mod tests {
     }
 
     #[test]
-    fn words_of_another_period_are_emptied_by_a_scan_and_taken_by_a_claim() {
+    fn words_of_another_period_are_emptied_by_a_scan_and_then_free_to_claim() {
         let t = InFlight::new();
         for start in 0..SLOTS as u64 {
             assert!(t.claim(7, start));
         }
         assert!(!t.claim(7, 99), "every word held: untracked");
-        assert!(t.claim(8, 99), "a word of the period before is free");
-        assert!(!t.claim(6, 99), "a claim of an older period takes none");
+        assert!(!t.claim(8, 99), "a claim takes only an empty word");
         let s = t.scan(8, 100, MARKS);
-        assert_eq!(s.tracked, 1);
+        assert_eq!(s.tracked, 0, "the period before's calls are not counted");
+        assert!(t.claim(8, 99), "and their words are free");
         assert_eq!(t.scan(9, 100, MARKS).tracked, 0, "all emptied");
         for start in 0..SLOTS as u64 {
             assert!(t.claim(9, start));

@@ -235,15 +235,17 @@ impl Machine {
     }
 
     /// Whether a success of the current closed period, recorded now, would
-    /// change nothing but counts: no failure run to reset, no call to time,
-    /// and no trip condition that a success could make true. Successes only
-    /// raise the call count and lower the rates, so once this holds it holds
-    /// for any number of further successes, until the window slides.
+    /// change nothing but counts: no failure run to reset, no call to time
+    /// or to take out of the calls in flight, and no trip condition that a
+    /// success could make true. Successes only raise the call count and
+    /// lower the rates, so once this holds it holds for any number of
+    /// further successes, until the window slides.
     fn success_is_quiet(&self) -> bool {
         self.state == State::Closed
             && self.consecutive == 0
             && self.latency.is_none()
             && self.slow_after() == u64::MAX
+            && !self.s.tracks_in_flight()
             && !self.judges_every_success()
             && !self.a_success_could_trip()
     }
