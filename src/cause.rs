@@ -23,8 +23,8 @@ use crate::error::CHAIN_LIMIT;
 /// cannot forge a log line or read other than it is. It is taken from
 /// calls made through [`Breaker::call`](crate::Breaker::call),
 /// [`call_any`](crate::Breaker::call_any) (for error types it can see as
-/// `std::error::Error`; others give the type name only),
-/// [`call_with`](crate::Breaker::call_with) and a permit's `finish`;
+/// `std::error::Error`; others give the type name only) and a permit's
+/// `finish`;
 /// a bare [`Permit::failure`](crate::Permit::failure) has no error to show.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FailureCause {

@@ -55,8 +55,7 @@
 //! application's own. A [`Classifier`] is written over `dyn Error`
 //! ([`Classifier::new`]) or typed over the calls' error type
 //! ([`Classifier::for_type`], [`Classifier::for_error`]); one that cannot
-//! read an error counts it as a failure. [`Breaker::call_with`] takes a typed
-//! verdict for one call.
+//! read an error counts it as a failure.
 //!
 //! With anyhow, the usual error type of an application, use `call_any`,
 //! and `CallError::into_anyhow` (feature `anyhow`, on by default) to
@@ -382,7 +381,6 @@ mod wall;
 mod window;
 
 pub use breaker::Breaker;
-pub use call::Decorated;
 pub use call_path::CallPath;
 pub use cause::FailureCause;
 pub use check::ConfigError;

@@ -367,8 +367,8 @@ where
     }
 
     /// Adds a link whose call goes through `breaker` by itself: a
-    /// [`GuardedClient`](crate::http::GuardedClient) request, a
-    /// [`Decorated`](crate::Decorated) call. `f` must call through that
+    /// [`GuardedClient`](crate::http::GuardedClient) request, a function
+    /// that calls [`Breaker::call`]. `f` must call through that
     /// breaker: a refusal (`CallError::Rejected`) skips the link, and a
     /// failure is judged by the breaker's classifier to tell a
     /// deterministic "no" (an HTTP 404) from an outage.

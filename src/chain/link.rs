@@ -264,7 +264,7 @@ impl<Q: ?Sized, T, E> Lead<Q, T, E> for Boxed<Q, T, E> {
 }
 
 /// A closure that goes through `breaker` itself: a guarded HTTP client's
-/// request, a `Decorated` call.
+/// request, a function that calls `Breaker::call`.
 pub(super) struct Guarded<F> {
     pub(super) breaker: Breaker,
     pub(super) f: F,

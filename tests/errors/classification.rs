@@ -334,27 +334,3 @@ fn a_throttled_probe_holds_the_breaker_open_for_the_time_asked() {
     assert_eq!(b.state(), State::Open);
     assert_eq!(b.snapshot().retry_after, Some(200 * SEC));
 }
-
-#[test]
-fn a_decorated_function_goes_through_the_same_breaker() {
-    let (b, _mock) = consecutive(2);
-    let lookup = b.decorate(|sym: &str| {
-        if sym.is_empty() {
-            Err(DepError::Business(Business))
-        } else if sym == "DOWN" {
-            Err(DepError::Outage(Outage))
-        } else {
-            Ok(sym.len())
-        }
-    });
-    assert_eq!(lookup.call("EURUSD").unwrap(), 6);
-    assert!(matches!(
-        lookup.call(""),
-        Err(CallError::Failed(DepError::Business(_)))
-    ));
-    lookup.call("DOWN").unwrap_err();
-    lookup.call("DOWN").unwrap_err();
-    assert_eq!(lookup.breaker().state(), State::Open);
-    assert!(lookup.call("EURUSD").unwrap_err().is_rejected());
-    assert_eq!(b.snapshot().totals.short_circuits, 1, "one breaker, shared");
-}

@@ -226,35 +226,6 @@ fn the_view_gives_a_classifier_both_the_value_and_the_error() {
     assert_eq!(c.classify(&timed_out()), Verdict::Throttled(SEC));
 }
 
-#[test]
-fn call_with_classifies_with_its_own_predicate() {
-    let b = with(Classifier::every_error_is_a_failure(), 2);
-    let parse = |e: &Quote| match e {
-        Quote::BadRequest => Verdict::Ignore,
-        _ => Verdict::Failure,
-    };
-    for _ in 0..5 {
-        b.call_with(parse, || Err::<(), _>(Quote::BadRequest))
-            .unwrap_err();
-    }
-    assert_eq!(b.snapshot().totals.ignored, 5);
-    b.call_with(parse, || Err::<(), _>(Quote::Timeout))
-        .unwrap_err();
-    b.call_with(parse, || Err::<(), _>(Quote::Timeout))
-        .unwrap_err();
-    assert_eq!(b.state(), State::Open);
-}
-
-#[test]
-fn decorated_functions_take_any_error_type_too() {
-    let b = with(quotes(), 1);
-    let price = b.decorate(|q: Quote| Err::<f64, _>(q));
-    price.call_any(Quote::BadRequest).unwrap_err();
-    assert_eq!(b.state(), State::Closed);
-    price.call_any(Quote::Timeout).unwrap_err();
-    assert_eq!(b.state(), State::Open);
-}
-
 // --- refusals by inner breakers, in every shape -----------------------
 
 /// An inner breaker, open, and an outer one that counts every error it can
