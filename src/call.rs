@@ -2,7 +2,7 @@
 //! [`Breaker::call_any`].
 
 use crate::breaker::Breaker;
-use crate::classify::ErrorView;
+use crate::classify::{ErrorView, Verdict};
 use crate::error::{CallError, IsStdError};
 use crate::permit::Permit;
 
@@ -114,7 +114,7 @@ impl Breaker {
         let permit = self.try_acquire().map_err(CallError::Rejected)?;
         match f() {
             Ok(value) if !self.has_result_classifier() => {
-                permit.success();
+                permit.record(Verdict::Success);
                 Ok(value)
             }
             Ok(value) => Ok(permit.judged_value(value)),

@@ -25,7 +25,7 @@ use crate::error::CHAIN_LIMIT;
 /// [`call_any`](crate::Breaker::call_any) (for error types it can see as
 /// `std::error::Error`; others give the type name only) and a permit's
 /// `finish`;
-/// a bare [`Permit::failure`](crate::Permit::failure) has no error to show.
+/// a bare [`Permit::record`](crate::Permit::record) has no error to show.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FailureCause {
     type_name: &'static str,

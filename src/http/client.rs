@@ -246,7 +246,7 @@ impl GuardedClient {
         };
         let error = match send().and_then(|r| read_body(r, self.max_body)) {
             Ok(response) if response.status().as_u16() < 400 => {
-                permit.success();
+                permit.record(Verdict::Success);
                 return Ok(response);
             }
             Ok(response) => Error::Status(Box::new(response)),

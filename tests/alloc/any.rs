@@ -75,7 +75,7 @@ fn owned_and_finished_permits_allocate_nothing() {
     let b = breaker();
     let n = counting_alloc::allocations_per_1000(|| {
         let permit = b.try_acquire_owned().unwrap();
-        permit.success();
+        permit.record(Verdict::Success);
     });
     assert_eq!(n, 0);
     let n = counting_alloc::allocations_per_1000(|| {

@@ -1481,9 +1481,9 @@ fn run(cfg: &Cfg, ops: &[Op]) -> Result<(), TestCaseError> {
                     match settle {
                         Settle::Report(kind) => {
                             match kind {
-                                Kind::Success => h.permit.success(),
-                                Kind::Failure => h.permit.failure(),
-                                Kind::Ignore => h.permit.ignore(),
+                                Kind::Success => h.permit.record(Verdict::Success),
+                                Kind::Failure => h.permit.record(Verdict::Failure),
+                                Kind::Ignore => h.permit.record(Verdict::Ignore),
                                 Kind::BadValue => {
                                     h.permit.finish(&Ok::<u32, DepError>(2));
                                 }

@@ -280,7 +280,7 @@ fn an_inner_refusal_in_an_io_error_does_not_trip_the_outer_breaker() {
     for _ in 0..3 {
         let r = outer.call(|| -> Result<u32, io::Error> {
             let permit = inner.try_acquire().map_err(io::Error::other)?;
-            permit.success();
+            permit.record(Verdict::Success);
             Ok(1)
         });
         assert!(r

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use fusebox::{ConfigError, Reason, State};
+use fusebox::{ConfigError, Reason, State, Verdict};
 
 use crate::support::breaker::*;
 
@@ -129,7 +129,7 @@ fn a_probe_reporting_after_its_deadline_moves_no_open_time_back() {
     assert_eq!((t.open, t.half_open), (11 * SEC, 5 * SEC));
     // Its success comes a second after its deadline: it re-opens the
     // breaker, which has read open since the deadline.
-    probe.success();
+    probe.record(Verdict::Success);
     let s = b.snapshot();
     assert_eq!(s.last_transition.unwrap().reason, Reason::ProbeExpired);
     let t = s.state_times;

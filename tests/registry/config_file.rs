@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use fusebox::config_file::{FileError, Loader, RegistryFile};
 use fusebox::registry::{Registry, RegistryError};
-use fusebox::{CallPath, Classifier, State};
+use fusebox::{CallPath, Classifier, State, Verdict};
 
 fn loader() -> Loader {
     let (clock, _mock) = quanta::Clock::mock();
@@ -344,7 +344,7 @@ fn every_setting_that_is_a_value_can_be_given_by_its_name() {
     // yet reported.
     let permit = b.try_acquire().unwrap();
     assert_eq!(b.snapshot().calls_in_flight, Some(1));
-    permit.success();
+    permit.record(Verdict::Success);
     // count_window: two failures among the last three calls open it, old
     // as they are.
     let down = || Err::<(), _>(std::io::Error::other("down"));
