@@ -57,8 +57,12 @@ impl Breaker {
     /// Everything else is as in [`call`](Self::call), which is the one to use
     /// for error types that implement `std::error::Error`: here the
     /// classifier sees the error as its type (for
-    /// [`Classifier::for_type`](crate::Classifier::for_type)), and as a `dyn Error` only for the shapes
-    /// [`ErrorView`] lists. A [`Classifier::new`](crate::Classifier::new) handed anything else counts
+    /// [`Classifier::for_type`](crate::Classifier::for_type)), and as a `dyn Error` only for these
+    /// shapes: `Box<dyn Error>` (with or without `Send` and `Sync`),
+    /// `Arc<dyn Error + Send + Sync>`, [`Rejected`](crate::Rejected), `io::Error`,
+    /// `anyhow::Error` (with the crate's `anyhow` feature), and a
+    /// [`CallError`] of any of these (or of `String` or `&'static str`) from
+    /// an inner breaker. A [`Classifier::new`](crate::Classifier::new) handed anything else counts
     /// it as a failure; an inner breaker's refusal is found in those shapes
     /// (in anyhow's chain too, with the crate's `anyhow` feature). An inner
     /// breaker's `CallError<E>` with any other `E` is an error type: nest it

@@ -54,7 +54,7 @@
 //! `anyhow::Error`, `Box<dyn Error + Send + Sync>`, `String`, an enum of the
 //! application's own. A [`Classifier`] is written over `dyn Error`
 //! ([`Classifier::new`]) or typed over the calls' error type
-//! ([`Classifier::for_type`], [`Classifier::for_error`]); one that cannot
+//! ([`Classifier::for_type`]); one that cannot
 //! read an error counts it as a failure.
 //!
 //! With anyhow, the usual error type of an application, use `call_any`,
@@ -384,7 +384,7 @@ pub use breaker::Breaker;
 pub use call_path::CallPath;
 pub use cause::FailureCause;
 pub use check::ConfigError;
-pub use classify::{Classifier, ErrorView, ResultClassifier, Verdict};
+pub use classify::{Classifier, ResultClassifier, Verdict};
 pub use config::{BreakerBuilder, BreakerConfig};
 pub use error::{CallError, IsStdError, Rejected};
 pub use events::{Delivery, Iter, Reason, StateChange, Subscription, TryIter};

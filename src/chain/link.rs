@@ -15,7 +15,8 @@ use super::answer::{Answer, LookupError};
 use super::skip::Skip;
 use super::Chain;
 use crate::last_good::{Kept, LastGood};
-use crate::{Breaker, CallError, ErrorView, IsStdError, Verdict};
+use crate::classify::ErrorView;
+use crate::{Breaker, CallError, IsStdError, Verdict};
 
 /// What one link made of a lookup.
 ///

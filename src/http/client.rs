@@ -252,7 +252,7 @@ impl GuardedClient {
             Ok(response) => Error::Status(Box::new(response)),
             Err(e) => Error::from_ureq(e),
         };
-        let view = crate::ErrorView::of_error(&error);
+        let view = crate::classify::ErrorView::of_error(&error);
         let verdict = self.breaker.classifier().classify_view(view);
         permit.record_failed::<Error>(verdict, view);
         Err(Failure {

@@ -7,7 +7,7 @@
 //!
 //! - treats a **refusal as terminal for the attempt**, whether the
 //!   breaker refused or the call's error holds the refusal of a breaker
-//!   it goes through ([`ErrorView::is_refusal`](crate::ErrorView::is_refusal)):
+//!   it goes through ([`Rejected::in_chain`](crate::Rejected::in_chain)):
 //!   it waits out the refusal's `retry_after` when that fits
 //!   `max_retry_after` and the deadline, or gives up at once; a refusal is
 //!   never counted as a failed attempt against the vendor, and waiting one
@@ -77,7 +77,8 @@ pub use error::{GaveUp, RetryError};
 pub use sleeper::{Sleeper, ThreadSleeper};
 
 use crate::backoff::Rng;
-use crate::{Breaker, CallError, ErrorView, IsStdError, Verdict};
+use crate::classify::ErrorView;
+use crate::{Breaker, CallError, IsStdError, Verdict};
 
 /// Retries a call through a breaker (or a chain lookup) by the rules of the
 /// [module docs](self). Built with [`RetryPolicy::builder`]; cheap to clone
