@@ -13,9 +13,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use fusebox::duration::display;
+use fusebox::fleet::ctl::{check_actor, check_name, check_reason, printable, utc_date};
 use fusebox::fleet::{
-    check_actor, check_name, check_reason, utc_date, AuditEntry, BreakerStatus, Fleet, FleetAdmin,
-    FleetAdminError, FleetTransition, OpenedBy,
+    AuditEntry, BreakerStatus, Fleet, FleetAdmin, FleetAdminError, FleetTransition, OpenedBy,
 };
 use serde_json::{json, Value};
 
@@ -366,21 +366,6 @@ fn audit_json(e: &AuditEntry) -> Value {
     })
 }
 
-/// Text from Redis as a terminal shows it: control characters escaped, so
-/// that nothing written there can move the cursor or forge a row.
-fn printable(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| {
-            let escaped: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
-            escaped
-        })
-        .collect()
-}
-
 /// `by alice for 30s: vendor down`, under an override.
 fn forced_text(s: &BreakerStatus) -> Option<String> {
     s.forced.as_ref().map(|o| {
@@ -468,6 +453,7 @@ mod tests {
     fn control_characters_from_redis_are_escaped() {
         assert_eq!(printable("a\nb\u{1b}[2K"), "a\\nb\\u{1b}[2K");
         assert_eq!(printable("vendor «down»"), "vendor «down»");
+        assert_eq!(printable("a\u{202e}b"), "a\\u{202e}b");
     }
 
     #[test]

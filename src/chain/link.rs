@@ -14,8 +14,8 @@ use std::time::Duration;
 use super::answer::{Answer, LookupError};
 use super::skip::Skip;
 use super::Chain;
-use crate::last_good::{Kept, LastGood};
 use crate::classify::ErrorView;
+use crate::last_good::{Kept, LastGood};
 use crate::{Breaker, CallError, IsStdError, Verdict};
 
 /// What one link made of a lookup.

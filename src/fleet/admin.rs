@@ -26,11 +26,11 @@ use crate::fleet::url::RedisUrl;
 use crate::{ConfigError, State};
 
 /// The longest actor accepted, in bytes.
-pub const MAX_ACTOR_LEN: usize = 64;
+pub(crate) const MAX_ACTOR_LEN: usize = 64;
 /// The longest reason accepted, in bytes.
-pub const MAX_REASON_LEN: usize = 512;
+pub(crate) const MAX_REASON_LEN: usize = 512;
 /// The longest override expiry accepted: a year.
-pub const MAX_OVERRIDE: Duration = Duration::from_secs(365 * 24 * 3600);
+pub(crate) const MAX_OVERRIDE: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// What went wrong talking to a fleet. No variant ever holds the Redis URL
 /// (which may hold a password).
@@ -903,20 +903,13 @@ fn listen(
     }
 }
 
-/// `t` as a UTC date, `2026-11-30T15:04:05.123Z` (RFC 3339, milliseconds):
-/// how `fusebox-ctl` prints [`AuditEntry::time`] and the admin endpoint its
-/// audit records.
-pub fn utc_date(t: SystemTime) -> String {
-    crate::utc::rfc3339(t)
-}
-
 fn invalid(field: &'static str, rule: &'static str, value: String) -> FleetAdminError {
     FleetAdminError::Invalid(ConfigError::Invalid { field, rule, value })
 }
 
 /// Checks a breaker name against the crate's rules (as
 /// [`Breaker::builder`](crate::Breaker::builder)'s `build()` does), for
-/// tools that check their arguments before they connect.
+/// `fusebox-ctl`, which checks its arguments before it connects.
 ///
 /// # Errors
 ///

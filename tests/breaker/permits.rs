@@ -59,7 +59,9 @@ fn an_owned_probe_decides_the_half_open_state() {
     let probe = b.try_acquire_owned().unwrap();
     assert!(probe.is_probe());
     assert!(refused(succeed(&b)).state() == State::HalfOpen);
-    thread::spawn(move || probe.record(Verdict::Success)).join().unwrap();
+    thread::spawn(move || probe.record(Verdict::Success))
+        .join()
+        .unwrap();
     assert_eq!(b.state(), State::Closed);
 }
 
