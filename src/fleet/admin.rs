@@ -120,7 +120,7 @@ pub struct BreakerStatus {
     /// The probe lease, while one is out.
     pub lease: Option<ProbeLease>,
     /// The operator's override, while one is in force.
-    pub forced: Option<Override>,
+    pub forced: Option<FleetOverride>,
     /// How many agents serve the breaker now (each renews its presence at
     /// every read of it; see [`FleetBuilder::presence`]).
     ///
@@ -195,10 +195,12 @@ pub struct ProbeLease {
     pub expires_in: Duration,
 }
 
-/// An operator's override in force in the fleet.
+/// An operator's override in force in the fleet, as [`BreakerStatus::forced`]
+/// shows it (a registry's `Override` is the request that sets one on a
+/// local breaker).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct Override {
+pub struct FleetOverride {
     /// `ForcedOpen` or `ForcedClosed`.
     pub state: State,
     /// Who set it.
@@ -1014,7 +1016,7 @@ fn entry(name: &str, id: String, fields: &[String]) -> Result<AuditEntry, FleetA
 fn status_of(name: &str, view: &View) -> BreakerStatus {
     let left = |until: i64| Duration::from_millis((until - view.now).max(0) as u64);
     let action = &view.action;
-    let forced = action.kind.in_force().then(|| Override {
+    let forced = action.kind.in_force().then(|| FleetOverride {
         state: if action.kind == ActionKind::Open {
             State::ForcedOpen
         } else {

@@ -96,8 +96,8 @@ use crossbeam_channel::Sender;
 use parking_lot::Mutex;
 
 pub use admin::{
-    AuditEntry, AuditKind, BreakerStatus, FleetAdmin, FleetAdminError, FleetTransition, FleetWatch,
-    OpenedBy, Override, ProbeLease,
+    AuditEntry, AuditKind, BreakerStatus, FleetAdmin, FleetAdminError, FleetOverride,
+    FleetTransition, FleetWatch, OpenedBy, ProbeLease,
 };
 pub use snapshot::{FleetBreaker, FleetSnapshot};
 
