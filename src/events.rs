@@ -292,7 +292,7 @@ impl Delivery {
 /// breaker.force_open("ops", "vendor maintenance");
 /// let change = changes.try_recv().unwrap();
 /// assert_eq!((change.from, change.to), (State::Closed, State::ForcedOpen));
-/// // An alerting thread would block instead: `for change in &changes { .. }`.
+/// // An alerting thread would block instead: `for change in changes.iter() { .. }`.
 /// # Ok::<(), fusebox::ConfigError>(())
 /// ```
 pub struct Subscription {
@@ -325,14 +325,14 @@ impl Subscription {
     }
 
     /// A blocking iterator over changes, as [`recv`](Self::recv): it ends
-    /// when the breaker is gone. `for change in &subscription` does the same.
-    pub fn iter(&self) -> Iter<'_> {
-        Iter { sub: self }
+    /// when the breaker is gone.
+    pub fn iter(&self) -> impl Iterator<Item = StateChange> + '_ {
+        std::iter::from_fn(|| self.recv())
     }
 
     /// An iterator over the changes waiting now; it never blocks.
-    pub fn try_iter(&self) -> TryIter<'_> {
-        TryIter { sub: self }
+    pub fn try_iter(&self) -> impl Iterator<Item = StateChange> + '_ {
+        std::iter::from_fn(|| self.try_recv())
     }
 
     /// The underlying channel, for the fleet agent to wait on beside its
@@ -363,45 +363,6 @@ impl Drop for Subscription {
         if let Some(subscribers) = self.subscribers.upgrade() {
             subscribers.list.lock().retain(|s| s.id != self.id);
         }
-    }
-}
-
-impl<'a> IntoIterator for &'a Subscription {
-    type Item = StateChange;
-    type IntoIter = Iter<'a>;
-
-    fn into_iter(self) -> Iter<'a> {
-        self.iter()
-    }
-}
-
-/// Blocking iterator over a [`Subscription`], made by
-/// [`Subscription::iter`].
-#[derive(Debug)]
-pub struct Iter<'a> {
-    sub: &'a Subscription,
-}
-
-impl Iterator for Iter<'_> {
-    type Item = StateChange;
-
-    fn next(&mut self) -> Option<StateChange> {
-        self.sub.recv()
-    }
-}
-
-/// Non-blocking iterator over a [`Subscription`], made by
-/// [`Subscription::try_iter`].
-#[derive(Debug)]
-pub struct TryIter<'a> {
-    sub: &'a Subscription,
-}
-
-impl Iterator for TryIter<'_> {
-    type Item = StateChange;
-
-    fn next(&mut self) -> Option<StateChange> {
-        self.sub.try_recv()
     }
 }
 

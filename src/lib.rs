@@ -387,7 +387,7 @@ pub use check::ConfigError;
 pub use classify::{Classifier, ResultClassifier, Verdict};
 pub use config::{BreakerBuilder, BreakerConfig};
 pub use error::{CallError, IsStdError, Rejected};
-pub use events::{Delivery, Iter, Reason, StateChange, Subscription, TryIter};
+pub use events::{Delivery, Reason, StateChange, Subscription};
 #[cfg(feature = "async")]
 pub use future::Guarded;
 pub use histogram::CallDurations;

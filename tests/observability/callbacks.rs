@@ -568,7 +568,7 @@ fn a_subscription_iterates_until_its_breaker_is_gone() {
     let (clock, _mock) = Clock::mock();
     let b = base(clock).build().unwrap();
     let events = b.subscribe(8).unwrap();
-    let reader = thread::spawn(move || (&events).into_iter().map(|c| c.to).collect::<Vec<_>>());
+    let reader = thread::spawn(move || events.iter().map(|c| c.to).collect::<Vec<_>>());
     let waiting = b.subscribe(8).unwrap();
     fail(&b).unwrap_err();
     b.reset("ops", "retry");
