@@ -85,7 +85,9 @@ pub struct StateTimes {
 
 impl StateTimes {
     /// The time spent in `state`.
-    pub fn get(&self, state: State) -> Duration {
+    // Only the Prometheus exposition reads the times by state.
+    #[cfg_attr(not(feature = "prometheus"), allow(dead_code))]
+    pub(crate) fn get(&self, state: State) -> Duration {
         match state {
             State::Closed => self.closed,
             State::Open => self.open,
@@ -95,15 +97,15 @@ impl StateTimes {
         }
     }
 
-    /// From nanoseconds in gauge order (closed, open, half-open, forced
-    /// open, forced closed).
+    /// From nanoseconds in the states' order ([`State::index`]).
     pub(crate) fn from_nanos(n: [u64; 5]) -> Self {
+        let at = |state: State| Duration::from_nanos(n[state.index()]);
         StateTimes {
-            closed: Duration::from_nanos(n[0]),
-            open: Duration::from_nanos(n[1]),
-            half_open: Duration::from_nanos(n[2]),
-            forced_open: Duration::from_nanos(n[3]),
-            forced_closed: Duration::from_nanos(n[4]),
+            closed: at(State::Closed),
+            open: at(State::Open),
+            half_open: at(State::HalfOpen),
+            forced_open: at(State::ForcedOpen),
+            forced_closed: at(State::ForcedClosed),
         }
     }
 }
@@ -280,13 +282,7 @@ impl Snapshot {
         if self.maintenance.is_some() {
             return 5;
         }
-        match self.state {
-            State::Closed => 0,
-            State::Open => 1,
-            State::HalfOpen => 2,
-            State::ForcedOpen => 3,
-            State::ForcedClosed => 4,
-        }
+        self.state.index() as u8
     }
 }
 

@@ -161,7 +161,7 @@ fn check_breaker(expo: &Exposition, snap: &Snapshot, call_path: &str, critical: 
                 "fusebox_breaker_state_seconds",
                 &with("state", state.as_str())
             ),
-            snap.state_times.get(state).as_secs_f64(),
+            crate::time_in(&snap.state_times, state).as_secs_f64(),
             "{} {state}",
             snap.name
         );
@@ -662,3 +662,4 @@ fn a_registered_deadline_pool_shows_its_calls_in_flight_and_abandoned() {
     drop(pool);
     assert_eq!(registry.deadline_pool_snapshots().len(), 1);
 }
+
