@@ -266,7 +266,7 @@ impl Machine {
         self.recovering.watch_from(now)
     }
 
-    /// Whether a schedule converts wall-clock time (`src/recovery.rs`).
+    /// Whether a schedule converts wall-clock time (`src/recovery/mod.rs`).
     pub(crate) fn has_schedule(&self) -> bool {
         self.recovering.has_schedule()
     }
