@@ -920,7 +920,7 @@ pub fn check_name(name: &str) -> Result<(), ConfigError> {
     crate::name::check(name)
 }
 
-/// Checks an override's actor: not blank, at most [`MAX_ACTOR_LEN`] bytes,
+/// Checks an override's actor: not blank, at most 64 bytes,
 /// no control characters (so that it can forge no log line or table row).
 ///
 /// # Errors
@@ -931,7 +931,7 @@ pub fn check_actor(actor: &str) -> Result<(), ConfigError> {
 }
 
 /// Checks an override's reason: as [`check_actor`], at most
-/// [`MAX_REASON_LEN`] bytes.
+/// 512 bytes.
 ///
 /// # Errors
 ///
