@@ -289,7 +289,7 @@ impl Breaker {
     }
 
     /// The classifier it uses.
-    pub fn classifier(&self) -> &Classifier {
+    pub(crate) fn classifier(&self) -> &Classifier {
         &self.inner.classifier
     }
 

@@ -85,7 +85,7 @@ impl ResultClassifier {
     }
 
     /// The verdict on `value`.
-    pub fn classify<T: 'static>(&self, value: &T) -> Verdict {
+    pub(crate) fn classify<T: 'static>(&self, value: &T) -> Verdict {
         (self.0)(value)
     }
 }

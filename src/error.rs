@@ -175,11 +175,6 @@ pub enum CallError<E> {
 }
 
 impl<E> CallError<E> {
-    /// Whether the call was refused without being attempted.
-    pub fn is_rejected(&self) -> bool {
-        matches!(self, CallError::Rejected(_))
-    }
-
     /// The refusal, if the breaker refused the call.
     pub fn rejected(&self) -> Option<&Rejected> {
         match self {
@@ -193,14 +188,6 @@ impl<E> CallError<E> {
         match self {
             CallError::Failed(e) => Some(e),
             CallError::Rejected(_) => None,
-        }
-    }
-
-    /// Maps the dependency's error, keeping a refusal as it is.
-    pub fn map_failed<F, O: FnOnce(E) -> F>(self, op: O) -> CallError<F> {
-        match self {
-            CallError::Rejected(r) => CallError::Rejected(r),
-            CallError::Failed(e) => CallError::Failed(op(e)),
         }
     }
 

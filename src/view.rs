@@ -56,7 +56,7 @@ impl Breaker {
 
     /// How many state changes the breaker keeps for
     /// [`Snapshot::recent_changes`] (`event_log_capacity`).
-    pub fn event_log_capacity(&self) -> usize {
+    pub(crate) fn event_log_capacity(&self) -> usize {
         self.inner.core.lock().machine.settings().event_log_capacity
     }
 

@@ -431,7 +431,7 @@ fn too_many_requests_with_retry_after_keeps_the_breaker_open_that_long() {
 
     server.reply(Reply::ok("quota restored"));
     mock.increment(Duration::from_secs(2));
-    assert!(client.get(&url).call().unwrap_err().is_rejected());
+    assert!(client.get(&url).call().unwrap_err().rejected().is_some());
     assert_eq!(server.requests(), 1);
 
     mock.increment(Duration::from_secs(3));
@@ -453,7 +453,7 @@ fn service_unavailable_with_retry_after_keeps_the_breaker_open_that_long() {
 
     server.reply(Reply::ok("back"));
     mock.increment(Duration::from_secs(2));
-    assert!(client.get(&url).call().unwrap_err().is_rejected());
+    assert!(client.get(&url).call().unwrap_err().rejected().is_some());
     assert_eq!(server.requests(), 1);
 
     mock.increment(Duration::from_secs(3));
@@ -548,7 +548,7 @@ fn recovers_with_a_single_probe_when_the_server_comes_back() {
     assert_eq!(client.breaker().state(), State::Open);
 
     server.restart();
-    assert!(client.get(&url).call().unwrap_err().is_rejected());
+    assert!(client.get(&url).call().unwrap_err().rejected().is_some());
     assert_eq!(server.requests(), 1, "only the first, healthy call");
 
     mock.increment(Duration::from_secs(1));
@@ -675,7 +675,7 @@ fn serves_the_last_good_answer_with_its_age_and_the_reason() {
     mock.increment(Duration::from_secs(7));
     let unavailable = client.get(&url).call_or_stale(&cache).unwrap_err();
     assert_eq!(unavailable.stale_age(), Some(Duration::from_millis(10_500)));
-    assert!(!unavailable.error().is_rejected(), "the probe was made");
+    assert!(!unavailable.error().rejected().is_some(), "the probe was made");
 }
 
 #[test]
@@ -836,7 +836,7 @@ fn zero_staleness_serves_nothing_stale_even_an_answer_aged_zero() {
     let _ = client.get(&url).call_or_stale(&cache);
     assert_eq!(client.breaker().state(), State::Open);
     let refused = client.get(&url).call_or_stale(&cache).unwrap_err();
-    assert!(refused.error().is_rejected());
+    assert!(refused.error().rejected().is_some());
     assert_eq!(refused.stale_age(), Some(Duration::ZERO));
 }
 
@@ -1056,7 +1056,7 @@ fn a_rejected_call_allocates_only_the_request_builder() {
         std::hint::black_box(bare.get(&url));
     };
     let rejected = || {
-        assert!(client.get(&url).call().unwrap_err().is_rejected());
+        assert!(client.get(&url).call().unwrap_err().rejected().is_some());
     };
     build_only();
     rejected();

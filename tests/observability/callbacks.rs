@@ -189,13 +189,13 @@ fn a_callback_can_make_calls_through_the_breaker_it_is_called_for() {
         if c.to == State::Open {
             sink.lock()
                 .unwrap()
-                .push(succeed(b).map_err(|e| e.is_rejected()));
+                .push(succeed(b).map_err(|e| e.rejected().is_some()));
         }
         if c.to == State::HalfOpen {
             // The probe is out (held by the caller that moved it here).
             sink.lock()
                 .unwrap()
-                .push(succeed(b).map_err(|e| e.is_rejected()));
+                .push(succeed(b).map_err(|e| e.rejected().is_some()));
         }
     });
     fail(&b).unwrap_err();
