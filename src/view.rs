@@ -56,6 +56,8 @@ impl Breaker {
 
     /// How many state changes the breaker keeps for
     /// [`Snapshot::recent_changes`] (`event_log_capacity`).
+    // Only the admin endpoint shows it.
+    #[cfg_attr(not(feature = "admin"), allow(dead_code))]
     pub(crate) fn event_log_capacity(&self) -> usize {
         self.inner.core.lock().machine.settings().event_log_capacity
     }
