@@ -344,8 +344,8 @@ pub mod isolation;
 #[cfg(all(loom, feature = "isolation"))]
 #[doc(hidden)]
 pub use isolation::model as loom_bulkhead;
-#[cfg(feature = "chain")]
-mod last_good;
+#[cfg(any(feature = "chain", feature = "http"))]
+pub mod last_good;
 mod latency;
 mod machine;
 mod name;

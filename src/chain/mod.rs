@@ -23,7 +23,8 @@
 //! failed) from a coverage gap (declined, not cached).
 //!
 //! ```
-//! use fusebox::chain::{Chain, LastGood, Origin};
+//! use fusebox::chain::{Chain, Origin};
+//! use fusebox::last_good::LastGood;
 //! use fusebox::{Breaker, CallPath, Classifier};
 //! use std::{io, time::Duration};
 //!
@@ -93,7 +94,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use crate::last_good::{Kept, LastGood};
 pub use answer::{Answer, LookupError, Origin};
 pub use builder::{ChainBuilder, ChainStart};
 pub use link::{Boxed, Provider};

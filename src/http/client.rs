@@ -474,7 +474,7 @@ impl GuardedRequest<'_, WithoutBody> {
         let key = self.key();
         let client = self.client;
         let request = self.bounded();
-        cache.serve(key, client.execute(|| request.call()))
+        super::fallback::serve(cache, key, client.execute(|| request.call()))
     }
 }
 

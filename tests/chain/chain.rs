@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use fusebox::chain::{Boxed, Chain, FirstLink, LastGood, Origin, Skip, REASONS};
+use fusebox::chain::{Boxed, Chain, FirstLink, Origin, Skip, REASONS};
+use fusebox::last_good::LastGood;
 use fusebox::{Breaker, CallPath, ConfigError, State};
 use quanta::{Clock, Mock};
 
@@ -652,7 +653,7 @@ fn a_healthy_first_provider_is_asked_once_counted_once_and_filed_with_or_without
         assert_eq!(p.calls(), 1, "deadline {deadline:?}: asked once");
         assert_eq!(chain.snapshot().links[0].answers, 1, "counted once");
         assert_eq!(chain.snapshot().links[1].answers, 0);
-        let fresh = matches!(cache.get("EURUSD"), fusebox::chain::Kept::Fresh { value, .. } if value == 1.5);
+        let fresh = matches!(cache.get("EURUSD"), fusebox::last_good::Kept::Fresh { value, .. } if value == 1.5);
         assert!(fresh, "deadline {deadline:?}: filed in the cache");
     }
 }
@@ -922,7 +923,7 @@ fn a_registered_chain_is_scraped_with_answers_and_skips_by_reason() {
 
 #[test]
 fn the_last_good_store_keeps_at_most_max_entries_and_evicts_the_oldest_filed() {
-    use fusebox::chain::Kept;
+    use fusebox::last_good::Kept;
     let (clock, mock) = clock();
     let store: LastGood<String, u32> = LastGood::new(60 * SEC).max_entries(2).clock(clock);
     store.file("A", &1);

@@ -532,7 +532,7 @@ mod over_a_chain {
         let chain: Chain<str, u32, DepError, _> = Chain::builder("c")
             .provider("a", &a, |_: &str| Ok(1))
             .provider("b", &b, |_: &str| Ok(2))
-            .cache("cache", fusebox::chain::LastGood::new(SEC))
+            .cache("cache", fusebox::last_good::LastGood::new(SEC))
             .build()
             .unwrap();
         let policy = t.policy().max_attempts(2).build().unwrap();

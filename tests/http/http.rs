@@ -675,7 +675,10 @@ fn serves_the_last_good_answer_with_its_age_and_the_reason() {
     mock.increment(Duration::from_secs(7));
     let unavailable = client.get(&url).call_or_stale(&cache).unwrap_err();
     assert_eq!(unavailable.stale_age(), Some(Duration::from_millis(10_500)));
-    assert!(!unavailable.error().rejected().is_some(), "the probe was made");
+    assert!(
+        !unavailable.error().rejected().is_some(),
+        "the probe was made"
+    );
 }
 
 #[test]

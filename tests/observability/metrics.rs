@@ -662,4 +662,3 @@ fn a_registered_deadline_pool_shows_its_calls_in_flight_and_abandoned() {
     drop(pool);
     assert_eq!(registry.deadline_pool_snapshots().len(), 1);
 }
-
