@@ -151,10 +151,6 @@ type Lookup<Q, T, E> = fn(&Q) -> Result<T, E>;
 /// for a provider, [`Boxed`](super::Boxed) for any other link).
 pub struct ChainStart<Q: ?Sized, T, E> {
     name: String,
-    deadline: Option<Duration>,
-    clock: Option<quanta::Clock>,
-    /// A setter used out of place, reported by `build`.
-    misplaced: Option<&'static str>,
     kind: std::marker::PhantomData<Lookup<Q, T, E>>,
 }
 
@@ -162,7 +158,6 @@ impl<Q: ?Sized, T, E> std::fmt::Debug for ChainStart<Q, T, E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ChainStart")
             .field("name", &self.name)
-            .field("deadline", &self.deadline)
             .finish_non_exhaustive()
     }
 }
@@ -171,9 +166,6 @@ impl<Q: ?Sized + 'static, T: 'static, E: 'static> ChainStart<Q, T, E> {
     pub(super) fn new(name: String) -> Self {
         ChainStart {
             name,
-            deadline: None,
-            clock: None,
-            misplaced: None,
             kind: std::marker::PhantomData,
         }
     }
@@ -184,9 +176,9 @@ impl<Q: ?Sized + 'static, T: 'static, E: 'static> ChainStart<Q, T, E> {
             name: self.name,
             lead,
             links: vec![first],
-            deadline: self.deadline,
-            clock: self.clock,
-            misplaced: self.misplaced,
+            deadline: None,
+            clock: None,
+            misplaced: None,
         }
     }
 
@@ -250,51 +242,6 @@ impl<Q: ?Sized + 'static, T: 'static, E: 'static> ChainStart<Q, T, E> {
         T: Clone + Send + Sync,
     {
         self.start(name, Boxed(cache(store)))
-    }
-
-    /// Adds a static default as the first (and so the only) link; see
-    /// [`default_value`](ChainBuilder::default_value) after the first.
-    pub fn default_value(self, name: impl Into<String>, value: T) -> ChainBuilder<Q, T, E>
-    where
-        T: Clone + Send + Sync,
-    {
-        self.start(name, Boxed(default_value(value)))
-    }
-
-    /// Nothing to go on past: `build` reports `continue_past_no`.
-    pub fn continue_past_no(mut self) -> Self {
-        self.misplaced = Some("continue_past_no");
-        self
-    }
-
-    /// See [`ChainBuilder::deadline`].
-    pub fn deadline(mut self, deadline: Duration) -> Self {
-        self.deadline = Some(deadline);
-        self
-    }
-
-    /// See [`ChainBuilder::clock`].
-    pub fn clock(mut self, clock: quanta::Clock) -> Self {
-        self.clock = Some(clock);
-        self
-    }
-
-    /// Fails: a chain needs a link.
-    ///
-    /// # Errors
-    ///
-    /// [`ConfigError`] naming `name` when the chain's name breaks the rules
-    /// of a breaker's name, `continue_past_no` when it was called, and
-    /// otherwise `links`.
-    pub fn build(self) -> Result<Chain<Q, T, E>, ConfigError> {
-        crate::name::check(&self.name)?;
-        if let Some(field) = self.misplaced {
-            return Err(misplaced(field));
-        }
-        Err(ConfigError::Missing {
-            field: "links",
-            why: "a chain needs at least one link to try",
-        })
     }
 }
 

@@ -199,11 +199,6 @@ impl<Q: ?Sized, T, E, L> Chain<Q, T, E, L> {
         self.stats.name.as_str()
     }
 
-    /// The links' names, in the order they are tried.
-    pub fn links(&self) -> impl Iterator<Item = &str> {
-        self.links.iter().map(|l| l.name.as_str())
-    }
-
     /// The chain's counters, to hand to a registry or read later.
     pub fn stats(&self) -> ChainStats {
         ChainStats(Arc::clone(&self.stats))
@@ -260,7 +255,6 @@ impl<Q: ?Sized, T, E, L: FirstLink<Q, T, E>> Chain<Q, T, E, L> {
         Answer {
             value,
             link: self.first,
-            position: 0,
             origin: Origin::Provider,
             skipped: None,
         }
@@ -323,7 +317,6 @@ impl<Q: ?Sized, T, E, L: FirstLink<Q, T, E>> Chain<Q, T, E, L> {
                     stats.skips[skip.index()].fetch_add(1, Ordering::Relaxed);
                     skipped.push(Skipped {
                         link: link.name,
-                        position,
                         skip,
                     });
                     continue;
@@ -348,7 +341,6 @@ impl<Q: ?Sized, T, E, L: FirstLink<Q, T, E>> Chain<Q, T, E, L> {
                         chain: self.stats.name,
                         declined: Some(Declined {
                             link: link.name,
-                            position,
                             error,
                         }),
                         skipped,
@@ -367,7 +359,6 @@ impl<Q: ?Sized, T, E, L: FirstLink<Q, T, E>> Chain<Q, T, E, L> {
             return Ok(Answer {
                 value,
                 link: link.name,
-                position,
                 origin,
                 skipped: (!skipped.is_empty()).then_some(skipped),
             });
@@ -387,7 +378,6 @@ impl<Q: ?Sized, T, E, L: FirstLink<Q, T, E>> Chain<Q, T, E, L> {
         self.stats.links[position].skips[skip.index()].fetch_add(1, Ordering::Relaxed);
         skipped.push(Skipped {
             link: self.links[position].name,
-            position,
             skip,
         });
     }

@@ -208,7 +208,7 @@ impl RetryPolicy {
     {
         self.run(|| match chain.lookup(query) {
             Ok(answer) => Step::Done(answer),
-            Err(e) if e.is_declined() => Step::Final(e),
+            Err(e) if e.declined().is_some() => Step::Final(e),
             Err(e) if e.skipped().iter().all(|s| s.skip().nothing_attempted()) => {
                 // The first link a breaker will admit again; a cache that
                 // missed or a full bulkhead gives no time to wait for.

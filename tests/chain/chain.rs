@@ -158,7 +158,7 @@ fn lean(past_no: bool) -> Fixture<impl FirstLink<str, f64, DepError>> {
 fn first_link_outcomes<L: FirstLink<str, f64, DepError>>(f: Fixture<L>) {
     let answer = f.chain.lookup("AAPL").unwrap();
     assert_eq!((*answer.value(), answer.link()), (100.0, "primary"));
-    assert_eq!((answer.position(), answer.origin()), (0, Origin::Provider));
+    assert_eq!(answer.origin(), Origin::Provider);
     assert!(answer.skipped().is_empty());
 
     f.p.set(2);
@@ -222,7 +222,12 @@ fn a_chain_keeps_its_name_links_and_counters_when_boxed() {
     let chain: Chain<str, f64, DepError> = f.chain.boxed();
     assert_eq!(chain.name(), "lean");
     assert_eq!(
-        chain.links().collect::<Vec<_>>(),
+        chain
+            .snapshot()
+            .links
+            .iter()
+            .map(|l| l.name.as_str())
+            .collect::<Vec<_>>(),
         ["primary", "secondary", "default"]
     );
     chain.lookup("AAPL").unwrap();
@@ -235,9 +240,8 @@ fn a_healthy_primary_answers_and_nothing_else_is_called() {
     let f = fixture(false);
     let answer = f.chain.lookup("AAPL").unwrap();
     assert_eq!(*answer.value(), 100.0);
-    assert_eq!((answer.link(), answer.position()), ("primary", 0));
+    assert_eq!(answer.link(), "primary");
     assert_eq!(answer.origin(), Origin::Provider);
-    assert!(answer.is_fresh() && answer.staleness().is_none());
     assert!(answer.skipped().is_empty());
     assert_eq!((f.p.calls(), f.s.calls()), (1, 0));
 }
@@ -251,7 +255,7 @@ fn a_failing_link_is_recorded_with_its_error_and_the_next_answers() {
     let [skipped] = answer.skipped() else {
         panic!("one skip expected: {:?}", answer.skipped())
     };
-    assert_eq!((skipped.link(), skipped.position()), ("primary", 0));
+    assert_eq!(skipped.link(), "primary");
     assert!(matches!(skipped.skip(), Skip::Failed(DepError::Outage(_))));
     assert!(!skipped.skip().nothing_attempted());
     assert_eq!(
@@ -337,10 +341,9 @@ fn a_deterministic_no_stops_the_chain_and_no_older_yes_papers_over_it() {
     f.chain.lookup("DELISTED").unwrap();
     f.p.set(2);
     let err = f.chain.lookup("DELISTED").unwrap_err();
-    assert!(err.is_declined());
+    assert!(err.declined().is_some());
     let (link, error) = err.declined().unwrap();
     assert_eq!((link, error), ("primary", &DepError::Business(Business)));
-    assert_eq!(err.declined_position(), Some(0));
     assert!(err.skipped().is_empty());
     assert_eq!(f.s.calls(), 0, "the secondary was not asked");
     assert_eq!(f.primary.state(), State::Closed, "a no is not an outage");
@@ -380,7 +383,6 @@ fn the_cache_serves_the_last_good_answer_with_its_age_when_both_vendors_are_down
     let answer = f.chain.lookup("AAPL").unwrap();
     assert_eq!((*answer.value(), answer.link()), (100.0, "last-good"));
     assert_eq!(answer.origin(), Origin::Cache { age: 20 * SEC });
-    assert_eq!(answer.staleness(), Some(20 * SEC));
     let reasons: Vec<_> = answer.skipped().iter().map(|s| s.skip().reason()).collect();
     assert_eq!(reasons, ["refused", "failed"]);
     assert_eq!(
@@ -422,7 +424,7 @@ fn when_every_link_fails_the_error_lists_each_reason_and_is_a_std_error() {
         .unwrap();
     secondary.force_open("test", "");
     let err = chain.lookup("EURUSD").unwrap_err();
-    assert!(!err.is_declined());
+    assert!(!err.declined().is_some());
     let reasons: Vec<_> = err.skipped().iter().map(|s| s.skip().reason()).collect();
     assert_eq!(reasons, ["failed", "refused", "not_cached"]);
     assert_eq!(
@@ -671,7 +673,7 @@ fn a_chain_led_by_a_cache_asks_it_first_and_falls_through_to_the_provider() {
         .build()
         .unwrap();
     let answer = chain.lookup("EURUSD").unwrap();
-    assert_eq!((answer.link(), answer.position()), ("primary", 1));
+    assert_eq!(answer.link(), "primary");
     assert_eq!(answer.skipped()[0].skip().reason(), "not_cached");
     let answer = chain.lookup("EURUSD").unwrap();
     assert_eq!((answer.link(), *answer.value()), ("last-good", 2.5));
@@ -689,7 +691,6 @@ fn the_builder_refuses_what_cannot_work_naming_the_field() {
     fn field<L>(r: Result<Chain<str, f64, DepError, L>, ConfigError>) -> &'static str {
         r.unwrap_err().field()
     }
-    assert_eq!(field(Chain::builder("empty").build()), "links");
     assert_eq!(
         field(
             Chain::builder("dup")
@@ -706,24 +707,6 @@ fn the_builder_refuses_what_cannot_work_naming_the_field() {
     assert_eq!(
         field(Chain::builder("").provider("a", &b, ok).build()),
         "name"
-    );
-    assert_eq!(
-        field(
-            Chain::builder("unreached")
-                .default_value("default", 0.0)
-                .provider("a", &b, ok)
-                .build()
-        ),
-        "default_value"
-    );
-    assert_eq!(
-        field(
-            Chain::builder("first")
-                .continue_past_no()
-                .provider("a", &b, ok)
-                .build()
-        ),
-        "continue_past_no"
     );
     assert_eq!(
         field(
