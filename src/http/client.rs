@@ -149,11 +149,6 @@ impl GuardedClient {
         &self.breaker
     }
 
-    /// The agent. Requests made on it directly bypass the breaker.
-    pub fn agent(&self) -> &Agent {
-        &self.agent
-    }
-
     /// The longest a call through this client can take: the agent's
     /// timeout, as checked by [`new`](Self::new). Every request is bound
     /// by it, whatever its own configuration says (see

@@ -145,8 +145,9 @@ fn size_of(response: &Response) -> usize {
 /// An answer from [`call_or_stale`](super::GuardedRequest::call_or_stale):
 /// fresh from the vendor, or the last good one, marked stale.
 ///
-/// Check [`is_fresh`](Self::is_fresh) (or match on
-/// [`freshness`](Self::freshness)) before acting on it.
+/// Check [`is_fresh`](Self::is_fresh) before acting on it; a stale one
+/// says how old it is ([`age`](Self::age)) and why
+/// ([`stale_reason`](Self::stale_reason)).
 #[derive(Debug)]
 pub struct Served {
     response: Arc<Response>,
@@ -164,24 +165,9 @@ impl Served {
         self.response.body()
     }
 
-    /// The response, shared with the cache.
-    pub fn into_response(self) -> Arc<Response> {
-        self.response
-    }
-
-    /// Fresh, or stale with its age and the reason.
-    pub fn freshness(&self) -> &Freshness {
-        &self.freshness
-    }
-
     /// Whether the vendor just gave this answer.
     pub fn is_fresh(&self) -> bool {
         matches!(self.freshness, Freshness::Fresh)
-    }
-
-    /// Whether this is an older answer standing in for a fresh one.
-    pub fn is_stale(&self) -> bool {
-        !self.is_fresh()
     }
 
     /// How old the answer is: zero when fresh.
@@ -203,8 +189,7 @@ impl Served {
 
 /// Whether an answer is fresh.
 #[derive(Debug)]
-#[non_exhaustive]
-pub enum Freshness {
+enum Freshness {
     /// The vendor gave this answer to this call.
     Fresh,
     /// The last good answer, given by the vendor `age` ago.
@@ -271,11 +256,6 @@ impl Unavailable {
     /// The call's error: refused by the breaker, or failed.
     pub fn error(&self) -> &CallError<Error> {
         &self.error
-    }
-
-    /// The call's error, owned.
-    pub fn into_error(self) -> CallError<Error> {
-        self.error
     }
 
     /// When a last good answer is kept but is older than `max_staleness`:

@@ -587,7 +587,7 @@ fn refuses_a_second_probe_while_the_first_is_out() {
         assert_eq!(client.breaker().state(), State::HalfOpen);
 
         let second = client.get(&url).call_or_stale(&cache).unwrap();
-        assert!(second.is_stale());
+        assert!(!second.is_fresh());
         assert_eq!(second.body(), b"ES last good");
         match second.stale_reason() {
             Some(StaleReason::BreakerOpen(r)) => assert_eq!(r.state(), State::HalfOpen),
@@ -649,7 +649,7 @@ fn serves_the_last_good_answer_with_its_age_and_the_reason() {
 
     // The vendor fails: the call was made, and the old answer stands in.
     let stale = client.get(&url).call_or_stale(&cache).unwrap();
-    assert!(stale.is_stale());
+    assert!(!stale.is_fresh());
     assert_eq!(stale.body(), b"ESZ6 tick=0.25");
     assert_eq!(stale.age(), Duration::from_secs(3));
     match stale.stale_reason() {
@@ -728,7 +728,7 @@ fn files_answers_by_method_uri_and_query() {
             .query("sym", sym)
             .call_or_stale(&cache)
             .unwrap();
-        assert!(stale.is_stale());
+        assert!(!stale.is_fresh());
         assert_eq!(stale.body(), format!("{sym} quote").as_bytes());
     }
     let other = client.get(&url).query("sym", "CL").call_or_stale(&cache);
@@ -800,13 +800,13 @@ fn a_query_in_the_uri_and_one_added_pair_by_pair_are_one_entry() {
         .query("sym", "A")
         .call_or_stale(&cache)
         .unwrap();
-    assert!(a.is_stale());
+    assert!(!a.is_fresh());
     assert_eq!(a.body(), b"A quote");
     let ab = client
         .get(server.url("/px?sym=A%20B"))
         .call_or_stale(&cache)
         .unwrap();
-    assert!(ab.is_stale());
+    assert!(!ab.is_fresh());
     assert_eq!(ab.body(), b"A B quote");
     assert_eq!(
         cache.age(&Method::GET, server.url("/px?sym=A%20B")),
