@@ -74,7 +74,8 @@ use parking_lot::Mutex;
 pub use budget::RetryBudget;
 pub use builder::RetryPolicyBuilder;
 pub use error::{GaveUp, RetryError};
-pub use sleeper::{Sleeper, ThreadSleeper};
+pub use sleeper::Sleeper;
+use sleeper::ThreadSleeper;
 
 use crate::backoff::Rng;
 use crate::classify::ErrorView;
