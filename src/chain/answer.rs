@@ -25,7 +25,7 @@ pub enum Origin {
 
 /// A lookup's answer from a [`Chain`](super::Chain).
 ///
-/// Check [`origin`](Self::origin) (or [`is_fresh`](Self::is_fresh)) before
+/// Check [`origin`](Self::origin) before
 /// acting on it: a cached answer carries its age, and
 /// [`skipped`](Self::skipped) says, for each link before the one that
 /// answered, why it did not: an incident (refused, failed) reads apart from
