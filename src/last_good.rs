@@ -1,7 +1,7 @@
 //! The last-known-good store: the last good answer per key, with its age,
 //! served only while younger than a bound. One store for the whole crate:
 //! a chain's cache link reads it, and the HTTP integration's
-//! [`LastKnownGood`](crate::http::LastKnownGood) is this store keyed by
+//! `http::LastKnownGood` is this store keyed by
 //! request (features `chain` or `http`).
 
 use std::borrow::Borrow;
@@ -19,7 +19,7 @@ use parking_lot::Mutex;
 /// A chain (feature `chain`) files every fresh answer of its providers
 /// here and reads it back through a cache link (`ChainBuilder::cache`); a
 /// guarded HTTP request (feature `http`) files its 2xx answers in one keyed
-/// by request, [`LastKnownGood`](crate::http::LastKnownGood), through
+/// by request, `http::LastKnownGood`, through
 /// `call_or_stale`; an application can also [`file`](Self::file) and
 /// [`get`](Self::get) by hand. Cheap to clone: the clones share one store.
 ///
