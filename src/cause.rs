@@ -17,7 +17,7 @@ use crate::error::CHAIN_LIMIT;
 /// by `": "` as anyhow's `{:#}` prints a chain (`call failed: connection
 /// reset`; a source whose message the text already ends with, as an error
 /// that prints its source shows it, is not repeated), cut to
-/// [`MAX_MESSAGE`](Self::MAX_MESSAGE) bytes, with control characters
+/// 240 bytes, with control characters
 /// and invisible formatting characters (bidirectional overrides,
 /// zero-width characters, line separators) replaced by spaces so that it
 /// cannot forge a log line or read other than it is. It is taken from
@@ -34,15 +34,14 @@ pub struct FailureCause {
 
 impl FailureCause {
     /// The longest message kept, in bytes.
-    pub const MAX_MESSAGE: usize = 240;
+    pub(crate) const MAX_MESSAGE: usize = 240;
 
     /// The error's type, as `std::any::type_name` spells it.
     pub fn type_name(&self) -> &str {
         self.type_name
     }
 
-    /// The error's message, at most [`MAX_MESSAGE`](Self::MAX_MESSAGE)
-    /// bytes (empty when the error type has no `Display` that the breaker
+    /// The error's message, at most 240 bytes (empty when the error type has no `Display` that the breaker
     /// can see).
     pub fn message(&self) -> &str {
         &self.message

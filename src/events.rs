@@ -250,7 +250,7 @@ impl fmt::Display for StateChange {
 ///
 /// Either way, every change is delivered once, in `seq` order, with no lock
 /// of the breaker held, and never more than
-/// [`Delivery::PENDING_CAPACITY`] changes wait: when more pile up, the
+/// 1 024 changes wait: when more pile up, the
 /// oldest waiting one is dropped and counted in
 /// [`Snapshot::dropped_changes`](crate::Snapshot::dropped_changes).
 /// `docs/design.md` says what runs where in detail.
@@ -274,7 +274,7 @@ pub enum Delivery {
 
 impl Delivery {
     /// The most changes that wait for delivery, per breaker.
-    pub const PENDING_CAPACITY: usize = 1024;
+    pub(crate) const PENDING_CAPACITY: usize = 1024;
 }
 
 /// A bounded stream of a breaker's state changes, for an alerting thread.
@@ -305,7 +305,7 @@ pub struct Subscription {
 impl Subscription {
     /// The largest buffer a subscription may ask for, in changes. The buffer
     /// is allocated up front (about 100 bytes a change).
-    pub const MAX_CAPACITY: usize = 1 << 16;
+    pub(crate) const MAX_CAPACITY: usize = 1 << 16;
 
     /// Waits for the next change. `None` once the breaker (every clone of
     /// it) is gone and every change sent has been received.
@@ -472,7 +472,7 @@ pub(crate) fn check_capacity(capacity: usize) -> Result<(), ConfigError> {
     check(
         "capacity",
         (1..=Subscription::MAX_CAPACITY).contains(&capacity),
-        "must be between 1 and 65536 (Subscription::MAX_CAPACITY)",
+        "must be between 1 and 65536",
         capacity,
     )?;
     Ok(())

@@ -223,9 +223,8 @@ pub struct Snapshot {
     /// The most recent state change, with its reason and, for overrides,
     /// who asked.
     pub last_transition: Option<StateChange>,
-    /// State changes never delivered because
-    /// [`Delivery::PENDING_CAPACITY`](crate::Delivery::PENDING_CAPACITY)
-    /// were waiting already (the oldest waiting one is dropped).
+    /// State changes never delivered because 1 024 were waiting already
+    /// (the oldest waiting one is dropped).
     pub dropped_changes: u64,
     /// How many times in a row the open period has grown (0 on the first
     /// open period of an outage).

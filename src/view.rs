@@ -180,12 +180,12 @@ impl Breaker {
     /// Dropping the subscription unsubscribes.
     ///
     /// The buffer is allocated up front, so `capacity` is limited to
-    /// [`Subscription::MAX_CAPACITY`] (65 536 changes).
+    /// 65 536 changes.
     ///
     /// # Errors
     ///
     /// [`ConfigError::Invalid`] naming `capacity` when it is 0 or above
-    /// [`Subscription::MAX_CAPACITY`].
+    /// 65 536.
     pub fn subscribe(&self, capacity: usize) -> Result<Subscription, ConfigError> {
         // Refused before the list is made: a breaker whose subscriptions
         // were all refused keeps an empty cell.
