@@ -292,7 +292,7 @@ impl Delivery {
 /// breaker.force_open("ops", "vendor maintenance");
 /// let change = changes.try_recv().unwrap();
 /// assert_eq!((change.from, change.to), (State::Closed, State::ForcedOpen));
-/// // An alerting thread would block instead: `for change in changes.iter() { .. }`.
+/// // An alerting thread would block instead: `while let Some(change) = changes.recv() { .. }`.
 /// # Ok::<(), fusebox::ConfigError>(())
 /// ```
 pub struct Subscription {
@@ -322,17 +322,6 @@ impl Subscription {
     /// time, or the breaker is gone.
     pub fn recv_timeout(&self, timeout: Duration) -> Option<StateChange> {
         self.rx.recv_timeout(timeout).ok()
-    }
-
-    /// A blocking iterator over changes, as [`recv`](Self::recv): it ends
-    /// when the breaker is gone.
-    pub fn iter(&self) -> impl Iterator<Item = StateChange> + '_ {
-        std::iter::from_fn(|| self.recv())
-    }
-
-    /// An iterator over the changes waiting now; it never blocks.
-    pub fn try_iter(&self) -> impl Iterator<Item = StateChange> + '_ {
-        std::iter::from_fn(|| self.try_recv())
     }
 
     /// The underlying channel, for the fleet agent to wait on beside its
@@ -512,6 +501,5 @@ mod tests {
         assert_eq!(sub.recv_timeout(Duration::from_millis(1)), None);
         drop(subscribers);
         assert_eq!(sub.recv(), None);
-        assert_eq!(sub.iter().count(), 0);
     }
 }
