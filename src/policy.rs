@@ -88,11 +88,6 @@ impl TripPredicate {
         }
     }
 
-    /// Its name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     /// Whether it holds for `counts`.
     pub(crate) fn holds(&self, counts: &WindowCounts) -> bool {
         (self.f)(counts)
