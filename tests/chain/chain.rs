@@ -753,10 +753,11 @@ fn no_breaker_for_an_order_cancel_or_risk_path_can_be_built_for_a_link() {
         );
     }
     for label in ["order_book", "orders_history", "risk_reports_eod"] {
-        assert!(
-            CallPath::custom(label).refusal().is_none(),
-            "{label} is not a refused path"
-        );
+        let built = Breaker::builder("x")
+            .call_path(CallPath::custom(label))
+            .classifier(fusebox::Classifier::every_error_is_a_failure())
+            .build();
+        assert!(built.is_ok(), "{label} is not a refused path");
     }
 }
 
