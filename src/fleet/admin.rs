@@ -322,25 +322,6 @@ impl fmt::Debug for FleetAdmin {
 }
 
 impl FleetAdmin {
-    /// Connects to the Redis at `url` for the fleet under `prefix`, waiting
-    /// at most `timeout` to connect and for every answer. For TLS settings
-    /// (a private CA, a client certificate), Sentinel or a Cluster, use
-    /// [`FleetBuilder::admin`](crate::fleet::FleetBuilder::admin), which
-    /// this calls.
-    ///
-    /// # Errors
-    ///
-    /// [`FleetAdminError::Invalid`] for a bad prefix (as
-    /// [`FleetBuilder::prefix`](crate::fleet::FleetBuilder::prefix)) or a
-    /// zero timeout, [`FleetAdminError::Url`], or
-    /// [`FleetAdminError::Unavailable`].
-    pub fn connect(url: &str, prefix: &str, timeout: Duration) -> Result<Self, FleetAdminError> {
-        crate::fleet::Fleet::builder(url)
-            .prefix(prefix)
-            .timeout(timeout)
-            .admin()
-    }
-
     /// Connects with a client built from a checked URL and TLS settings.
     pub(crate) fn with_client(
         topology: Topology,
@@ -421,11 +402,6 @@ impl FleetAdmin {
             self.broken = true;
         }
         result.map_err(|e| e.scrub(&self.url))
-    }
-
-    /// The prefix of the fleet's keys.
-    pub fn prefix(&self) -> &str {
-        &self.prefix
     }
 
     /// The fleet's state of the breaker `name` (closed, with epoch 0, for a
@@ -803,9 +779,9 @@ impl fmt::Debug for FleetWatch {
 impl FleetWatch {
     /// How many announcements a watch holds before they are read; beyond
     /// that they are dropped and counted in [`missed`](Self::missed).
-    pub const CAPACITY: usize = 1024;
+    pub(crate) const CAPACITY: usize = 1024;
 
-    /// Announcements dropped because [`CAPACITY`](Self::CAPACITY) of them
+    /// Announcements dropped because 1,024 of them
     /// were waiting to be read. A dropped one loses no state: the next
     /// change of that breaker shows its state then.
     pub fn missed(&self) -> u64 {

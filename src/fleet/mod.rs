@@ -389,7 +389,9 @@ impl Fleet {
     }
 
     /// The prefix of this fleet's keys.
-    pub fn prefix(&self) -> &str {
+    // Only a registry (feature `registry`) names its fleets.
+    #[cfg_attr(not(feature = "registry"), allow(dead_code))]
+    pub(crate) fn prefix(&self) -> &str {
         &self.settings.prefix
     }
 

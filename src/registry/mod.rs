@@ -146,7 +146,6 @@ impl Override {
         self.expires_after = Some(lasting);
         self
     }
-
 }
 
 impl Registry {
