@@ -98,7 +98,8 @@ pub use answer::{Answer, LookupError, Origin};
 pub use builder::{ChainBuilder, ChainStart};
 pub use link::{Boxed, Provider};
 pub use skip::{Skip, Skipped, REASONS};
-pub use stats::{ChainSnapshot, ChainStats, LinkSnapshot};
+pub(crate) use stats::ChainStats;
+pub use stats::{ChainSnapshot, LinkSnapshot};
 
 use answer::Declined;
 use link::{Lead, Outcome, Source};
@@ -199,8 +200,11 @@ impl<Q: ?Sized, T, E, L> Chain<Q, T, E, L> {
         self.stats.name.as_str()
     }
 
-    /// The chain's counters, to hand to a registry or read later.
-    pub fn stats(&self) -> ChainStats {
+    /// The chain's counters, for a registry to read without the chain's
+    /// types.
+    // Only a registry (feature `registry`) holds a chain's counters.
+    #[cfg_attr(not(feature = "registry"), allow(dead_code))]
+    pub(crate) fn stats(&self) -> ChainStats {
         ChainStats(Arc::clone(&self.stats))
     }
 
