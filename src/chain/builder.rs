@@ -23,7 +23,7 @@ use crate::{Breaker, CallError, ConfigError, IsStdError};
 /// The last type parameter is the chain's first link, as in [`Chain`]:
 /// [`Provider<F>`](super::Provider) when it is a provider,
 /// [`Boxed`](super::Boxed) otherwise (the default, and what
-/// [`boxed`](Self::boxed) makes of either). Before the first link, the
+/// [`Chain::boxed`] makes of either). Before the first link, the
 /// builder is a [`ChainStart`].
 ///
 /// # Default
@@ -368,22 +368,6 @@ where
         T: Clone + Send + Sync,
     {
         self.push(name, default_value(value))
-    }
-
-    /// The same builder with its first link behind a box, for a chain
-    /// whose type is written without it (see [`Chain::boxed`]).
-    pub fn boxed(self) -> ChainBuilder<Q, T, E>
-    where
-        L: 'static,
-    {
-        ChainBuilder {
-            name: self.name,
-            lead: self.lead.into_boxed(),
-            links: self.links,
-            deadline: self.deadline,
-            clock: self.clock,
-            misplaced: self.misplaced,
-        }
     }
 
     /// Checks the chain and builds it.

@@ -122,8 +122,8 @@ use crate::name::Inline;
 /// healthy lookup then inlines the breaker's call and the closure, as
 /// `breaker.call(f)` does. A closure's type has no name, so where a chain's
 /// type is written out (a struct field), write `Chain<Q, T, E>`: its first
-/// link is [`Boxed`], which [`boxed`](Self::boxed) (or
-/// [`ChainBuilder::boxed`]) makes of any chain, at the cost of one indirect
+/// link is [`Boxed`], which [`boxed`](Self::boxed) makes of any chain,
+/// at the cost of one indirect
 /// call per lookup. A chain led by anything but a provider is `Boxed` from
 /// the start. Code generic over both takes `L: FirstLink<Q, T, E>`.
 ///
