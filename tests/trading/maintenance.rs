@@ -255,7 +255,10 @@ mod weekly {
 
 mod declared {
     use super::*;
-    use fusebox::trading::{WindowEnd, MAX_WINDOWS};
+    use fusebox::trading::WindowEnd;
+
+    /// The most windows a breaker holds.
+    const MAX_WINDOWS: usize = 64;
     use fusebox::ConfigError;
 
     #[test]
