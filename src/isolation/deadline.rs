@@ -226,7 +226,7 @@ impl DeadlinePool {
     }
 
     /// The deadline callers wait for by default.
-    pub fn deadline(&self) -> Duration {
+    pub(crate) fn deadline(&self) -> Duration {
         self.inner.deadline
     }
 
