@@ -67,14 +67,6 @@ impl<E> Skip<E> {
         }
     }
 
-    /// The provider's error, if it failed or declined.
-    pub fn error(&self) -> Option<&E> {
-        match self {
-            Skip::Failed(e) | Skip::Declined(e) => Some(e),
-            _ => None,
-        }
-    }
-
     /// A short label, the `reason` of the chain's metrics: `refused`,
     /// `full`, `deadline`, `not_cached`, `too_old`, `failed`, `timed_out`,
     /// `declined`.
