@@ -359,7 +359,7 @@ fn audit_json(e: &AuditEntry) -> Value {
         "name": e.name,
         "id": e.id,
         "time_ms": unix_ms(e.time),
-        "kind": e.kind.as_str(),
+        "kind": e.kind.to_string(),
         "actor": e.actor,
         "reason": e.reason,
         "expires_ms": e.expires.map(unix_ms),
@@ -436,7 +436,7 @@ fn audit_table(entries: &[AuditEntry]) -> String {
             "{:<24}  {:<32}  {:<12}  {:<16}  {:<24}  {}",
             utc_date(e.time),
             e.name,
-            e.kind.as_str(),
+            e.kind,
             printable(&e.actor),
             e.expires.map_or_else(|| "-".into(), utc_date),
             printable(&e.reason)

@@ -229,8 +229,8 @@ pub enum AuditKind {
 }
 
 impl AuditKind {
-    /// `force-open`, `force-closed`, `reset` or `expired`.
-    pub fn as_str(self) -> &'static str {
+    /// `force-open`, `force-closed`, `reset`, `expired` or `forget`.
+    fn as_str(self) -> &'static str {
         match self {
             AuditKind::ForceOpen => "force-open",
             AuditKind::ForceClosed => "force-closed",
@@ -252,9 +252,10 @@ impl AuditKind {
     }
 }
 
+/// `force-open`, `force-closed`, `reset`, `expired` or `forget`.
 impl fmt::Display for AuditKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
