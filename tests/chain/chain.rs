@@ -429,7 +429,7 @@ fn when_every_link_fails_the_error_lists_each_reason_and_is_a_std_error() {
         .unwrap();
     secondary.force_open("test", "");
     let err = chain.lookup("EURUSD").unwrap_err();
-    assert!(!err.declined().is_some());
+    assert!(err.declined().is_none());
     let reasons: Vec<_> = err.skipped().iter().map(|s| s.skip().reason()).collect();
     assert_eq!(reasons, ["failed", "refused", "not_cached"]);
     assert_eq!(

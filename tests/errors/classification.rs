@@ -103,7 +103,7 @@ fn a_failed_call_returns_the_dependencys_own_error() {
         other => panic!("{other:?}"),
     }
     let err = fail(&b).unwrap_err();
-    assert!(!err.rejected().is_some());
+    assert!(err.rejected().is_none());
     assert!(err.rejected().is_none());
     assert_eq!(err.into_failed(), Some(DepError::Outage(Outage)));
 }

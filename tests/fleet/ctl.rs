@@ -310,7 +310,7 @@ fn watch_prints_each_change_as_a_line_of_json() {
             }
         }
     });
-    let mut admin = Fleet::builder(&redis.url())
+    let mut admin = Fleet::builder(redis.url())
         .prefix("w")
         .timeout(SEC)
         .admin()

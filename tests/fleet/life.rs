@@ -18,7 +18,7 @@ use crate::support::fleet_kit::{connected, fleet, redis_conn, vendor};
 use crate::support::redis_server::{wait_for, RedisServer};
 
 fn admin(redis: &RedisServer, prefix: &str) -> FleetAdmin {
-    Fleet::builder(&redis.url())
+    Fleet::builder(redis.url())
         .prefix(prefix)
         .timeout(10 * SEC)
         .admin()

@@ -47,7 +47,7 @@ fn processes(redis: &RedisServer, prefix: &str, n: usize) -> (Vec<Fleet>, Vec<Br
 }
 
 fn admin(redis: &RedisServer, prefix: &str) -> FleetAdmin {
-    Fleet::builder(&redis.url())
+    Fleet::builder(redis.url())
         .prefix(prefix)
         .timeout(SEC)
         .admin()

@@ -96,7 +96,7 @@ fn members_open(
 }
 
 fn admin(redis: &RedisServer, prefix: &str) -> FleetAdmin {
-    Fleet::builder(&redis.url())
+    Fleet::builder(redis.url())
         .prefix(prefix)
         .timeout(10 * SEC)
         .admin()

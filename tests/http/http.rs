@@ -676,7 +676,7 @@ fn serves_the_last_good_answer_with_its_age_and_the_reason() {
     let unavailable = client.get(&url).call_or_stale(&cache).unwrap_err();
     assert_eq!(unavailable.stale_age(), Some(Duration::from_millis(10_500)));
     assert!(
-        !unavailable.error().rejected().is_some(),
+        unavailable.error().rejected().is_none(),
         "the probe was made"
     );
 }
