@@ -70,14 +70,14 @@ impl CallPath {
     /// use fusebox::CallPath;
     ///
     /// let from_file = String::from("ratings");
-    /// assert_eq!(CallPath::custom(from_file).as_str(), "ratings");
+    /// assert_eq!(CallPath::custom(from_file).to_string(), "ratings");
     /// ```
     pub fn custom(label: impl Into<Arc<str>>) -> Self {
         CallPath::Custom(label.into())
     }
 
     /// A short label for logs and metrics.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         match self {
             CallPath::ReferenceData => "reference_data",
             CallPath::HistoricalData => "historical_data",
@@ -118,9 +118,12 @@ impl CallPath {
     }
 }
 
+/// A short label for logs and metrics: `reference_data`, `historical_data`,
+/// `alt_data`, `enrichment`, a custom path's label, or a refused path's
+/// name (`order_submission`...).
 impl fmt::Display for CallPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 

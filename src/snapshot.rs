@@ -140,7 +140,7 @@ impl StateTimes {
 /// implements `serde::Serialize`, for logging or shipping it as is: keys are
 /// the fields' names, durations are seconds (a float) under the field's name
 /// with `_seconds` added (`maintenance` as `maintenance_seconds_left`),
-/// states are their [`State::as_str`] names, a [`Reason`](crate::Reason) is
+/// states are their names as they print, a [`Reason`](crate::Reason) is
 /// its message, [`status`](Self::status) is added, and a
 /// [`StateChange`] leaves out its process-local `at`.
 ///
@@ -253,7 +253,7 @@ pub struct Snapshot {
 impl Snapshot {
     /// What a dashboard or a metrics gauge shows: `maintenance` inside a
     /// maintenance window (rather than `open`), otherwise the state's name
-    /// ([`State::as_str`]).
+    /// (as [`State`] prints).
     pub fn status(&self) -> &'static str {
         if self.maintenance.is_some() {
             "maintenance"

@@ -39,7 +39,7 @@ pub enum State {
 
 impl State {
     /// A short lowercase name, as used in log lines and metrics labels.
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             State::Closed => "closed",
             State::Open => "open",
@@ -80,8 +80,10 @@ impl State {
     }
 }
 
+/// A short lowercase name, as used in log lines and metrics labels:
+/// `closed`, `open`, `half_open`, `forced_open`, `forced_closed`.
 impl fmt::Display for State {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }

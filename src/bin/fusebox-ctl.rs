@@ -318,8 +318,8 @@ fn ms(d: Duration) -> u64 {
     d.as_millis().min(u128::from(u64::MAX)) as u64
 }
 
-fn state(s: fusebox::State) -> &'static str {
-    s.as_str()
+fn state(s: fusebox::State) -> String {
+    s.to_string()
 }
 
 fn status_json(s: &BreakerStatus) -> Value {
@@ -420,7 +420,7 @@ fn transition_line(t: &FleetTransition) -> String {
         "{}  {}: {} -> {}{forced}",
         utc_date(SystemTime::now()),
         t.status.name,
-        t.from.map_or("?", state),
+        t.from.map_or_else(|| "?".into(), state),
         state(t.status.state),
     )
 }
