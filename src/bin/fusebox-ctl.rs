@@ -15,7 +15,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 use fusebox::duration::display;
 use fusebox::fleet::ctl::{check_actor, check_name, check_reason, printable, utc_date};
 use fusebox::fleet::{
-    AuditEntry, BreakerStatus, Fleet, FleetAdmin, FleetAdminError, FleetTransition, OpenedBy,
+    AuditEntry, BreakerStatus, Fleet, FleetAdmin, FleetAdminError, FleetTransition,
 };
 use serde_json::{json, Value};
 
@@ -331,7 +331,7 @@ fn status_json(s: &BreakerStatus) -> Value {
         "step": s.step,
         "members": s.members,
         "tripped": s.tripped,
-        "opened_by": s.opened_by.map(OpenedBy::as_str),
+        "opened_by": s.opened_by.map(|o| o.to_string()),
         "lease": s.lease.as_ref().map(|l| json!({
             "holder": l.holder,
             "expires_in_ms": ms(l.expires_in),
@@ -401,7 +401,7 @@ fn status_table(all: &[BreakerStatus]) -> String {
             s.step,
             s.members,
             s.tripped,
-            s.opened_by.map_or("-", OpenedBy::as_str),
+            s.opened_by.map_or_else(|| "-".into(), |o| o.to_string()),
             lease,
             forced_text(s).unwrap_or_else(|| "-".into())
         );

@@ -176,12 +176,19 @@ impl OpenedBy {
     }
 
     /// `quorum`, `failure_window` or `operator`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             OpenedBy::Quorum => "quorum",
             OpenedBy::FailureWindow => "failure_window",
             OpenedBy::Operator => "operator",
         }
+    }
+}
+
+/// `quorum`, `failure_window` or `operator`, as the metrics label it.
+impl fmt::Display for OpenedBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
     }
 }
 
