@@ -30,8 +30,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use fusebox::chain::{Answer, Chain, LastGood, LookupError, Origin};
+use fusebox::chain::{Answer, Chain, LookupError, Origin};
 use fusebox::http::{ureq, Error, GuardedClient};
+use fusebox::last_good::LastGood;
 use fusebox::{Breaker, CallPath, State};
 
 /// The agents' whole-call timeout: a slow primary is a timed-out one.

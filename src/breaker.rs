@@ -301,7 +301,7 @@ impl Breaker {
     }
 
     /// The classifier it uses.
-    pub fn classifier(&self) -> &Classifier {
+    pub(crate) fn classifier(&self) -> &Classifier {
         &self.inner.classifier
     }
 

@@ -1,5 +1,5 @@
-//! A call through the breaker as one closure: [`Breaker::call`] and its
-//! siblings, and [`Decorated`], a function wrapped once.
+//! A call through the breaker as one closure: [`Breaker::call`] and
+//! [`Breaker::call_any`].
 
 use crate::breaker::Breaker;
 use crate::classify::{ErrorView, Verdict};
@@ -57,8 +57,12 @@ impl Breaker {
     /// Everything else is as in [`call`](Self::call), which is the one to use
     /// for error types that implement `std::error::Error`: here the
     /// classifier sees the error as its type (for
-    /// [`Classifier::for_type`](crate::Classifier::for_type)), and as a `dyn Error` only for the shapes
-    /// [`ErrorView`] lists. A [`Classifier::new`](crate::Classifier::new) handed anything else counts
+    /// [`Classifier::for_type`](crate::Classifier::for_type)), and as a `dyn Error` only for these
+    /// shapes: `Box<dyn Error>` (with or without `Send` and `Sync`),
+    /// `Arc<dyn Error + Send + Sync>`, [`Rejected`](crate::Rejected), `io::Error`,
+    /// `anyhow::Error` (with the crate's `anyhow` feature), and a
+    /// [`CallError`] of any of these (or of `String` or `&'static str`) from
+    /// an inner breaker. A [`Classifier::new`](crate::Classifier::new) handed anything else counts
     /// it as a failure; an inner breaker's refusal is found in those shapes
     /// (in anyhow's chain too, with the crate's `anyhow` feature). An inner
     /// breaker's `CallError<E>` with any other `E` is an error type: nest it
@@ -101,43 +105,7 @@ impl Breaker {
         })
     }
 
-    /// Runs `f` through the breaker with a classifier of its own for this
-    /// call: `classify` sees the error as its type and decides, in place of
-    /// the breaker's classifier. An inner breaker's refusal is still ignored
-    /// when it shows (as in [`call_any`](Self::call_any)).
-    ///
-    /// ```
-    /// # use fusebox::{Breaker, CallPath, Classifier, Verdict};
-    /// # let breaker = Breaker::builder("fx").call_path(CallPath::ReferenceData)
-    /// #     .classifier(Classifier::every_error_is_a_failure()).build()?;
-    /// let rate = breaker.call_with(
-    ///     |e: &String| if e.starts_with("unknown pair") { Verdict::Ignore } else { Verdict::Failure },
-    ///     || Err::<f64, _>(String::from("unknown pair XXXYYY")),
-    /// );
-    /// assert!(rate.is_err());
-    /// assert_eq!(breaker.snapshot().totals.ignored, 1);
-    /// # Ok::<(), fusebox::ConfigError>(())
-    /// ```
-    #[inline(always)]
-    pub fn call_with<T, E, C, F>(&self, classify: C, f: F) -> Result<T, CallError<E>>
-    where
-        F: FnOnce() -> Result<T, E>,
-        C: FnOnce(&E) -> Verdict,
-        T: 'static,
-        E: 'static,
-    {
-        self.guarded(f, |permit, err| {
-            let view = ErrorView::of_value(err);
-            let verdict = if view.is_refusal() {
-                Verdict::Ignore
-            } else {
-                classify(err)
-            };
-            permit.record_failed::<E>(verdict, view);
-        })
-    }
-
-    /// What `call`, `call_any` and `call_with` share: admission, the call,
+    /// What `call` and `call_any` share: admission, the call,
     /// a success (judged by the result classifier only when there is one),
     /// and `failed` to classify and report an error.
     #[inline(always)]
@@ -150,7 +118,7 @@ impl Breaker {
         let permit = self.try_acquire().map_err(CallError::Rejected)?;
         match f() {
             Ok(value) if !self.has_result_classifier() => {
-                permit.success();
+                permit.record(Verdict::Success);
                 Ok(value)
             }
             Ok(value) => Ok(permit.judged_value(value)),
@@ -159,58 +127,5 @@ impl Breaker {
                 Err(CallError::Failed(err))
             }
         }
-    }
-
-    /// Wraps `f` once so it can be called many times through this breaker.
-    ///
-    /// ```
-    /// # use fusebox::{Breaker, CallPath, Classifier};
-    /// # let breaker = Breaker::builder("fx").call_path(CallPath::ReferenceData)
-    /// #     .classifier(Classifier::every_error_is_a_failure()).build().unwrap();
-    /// let lookup = breaker.decorate(|sym: &str| Ok::<_, std::io::Error>(sym.len()));
-    /// assert_eq!(lookup.call("EURUSD").unwrap(), 6);
-    /// ```
-    pub fn decorate<F>(&self, f: F) -> Decorated<F> {
-        Decorated {
-            breaker: self.clone(),
-            f,
-        }
-    }
-}
-
-/// A function wrapped once by [`Breaker::decorate`], called many times.
-#[derive(Clone, Debug)]
-pub struct Decorated<F> {
-    breaker: Breaker,
-    f: F,
-}
-
-impl<F> Decorated<F> {
-    /// Calls the wrapped function with `arg` through the breaker.
-    #[inline]
-    pub fn call<A, T, E>(&self, arg: A) -> Result<T, CallError<E>>
-    where
-        F: Fn(A) -> Result<T, E>,
-        T: 'static,
-        E: IsStdError,
-    {
-        self.breaker.call(|| (self.f)(arg))
-    }
-
-    /// Calls the wrapped function with `arg` through the breaker, for an
-    /// error type of any kind (see [`Breaker::call_any`]).
-    #[inline]
-    pub fn call_any<A, T, E>(&self, arg: A) -> Result<T, CallError<E>>
-    where
-        F: Fn(A) -> Result<T, E>,
-        T: 'static,
-        E: 'static,
-    {
-        self.breaker.call_any(|| (self.f)(arg))
-    }
-
-    /// The breaker, for snapshots and overrides.
-    pub fn breaker(&self) -> &Breaker {
-        &self.breaker
     }
 }

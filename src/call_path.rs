@@ -11,6 +11,28 @@ use std::sync::Arc;
 /// refuses the paths in the second group with
 /// [`ConfigError::ForbiddenCallPath`], whose message says why.
 ///
+/// A [`CallPath::Custom`] label that names a refused path is refused with
+/// it: `custom("order_cancel")`, `custom("Order-Cancel")`,
+/// `custom("cancel order")` or `custom("kill switch")` cannot smuggle a
+/// breaker onto an order, cancel, kill-switch or risk-check path. Case,
+/// spaces, `-`, `.` and `/` do not matter; a label that merely mentions an
+/// order (`"order_book"`, `"orders_history"`) is a different path and is
+/// allowed.
+///
+/// ```
+/// use fusebox::{Breaker, CallPath, Classifier, ConfigError};
+///
+/// let build = |path| {
+///     Breaker::builder("vendor")
+///         .call_path(path)
+///         .classifier(Classifier::every_error_is_a_failure())
+///         .build()
+/// };
+/// let refused = build(CallPath::custom("Order-Cancel")).unwrap_err();
+/// assert!(matches!(refused, ConfigError::ForbiddenCallPath { .. }));
+/// assert!(build(CallPath::custom("order_book")).is_ok());
+/// ```
+///
 /// [`BreakerBuilder::build`]: crate::BreakerBuilder::build
 /// [`ConfigError::ForbiddenCallPath`]: crate::ConfigError::ForbiddenCallPath
 ///
@@ -48,14 +70,14 @@ impl CallPath {
     /// use fusebox::CallPath;
     ///
     /// let from_file = String::from("ratings");
-    /// assert_eq!(CallPath::custom(from_file).as_str(), "ratings");
+    /// assert_eq!(CallPath::custom(from_file).to_string(), "ratings");
     /// ```
     pub fn custom(label: impl Into<Arc<str>>) -> Self {
         CallPath::Custom(label.into())
     }
 
     /// A short label for logs and metrics.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         match self {
             CallPath::ReferenceData => "reference_data",
             CallPath::HistoricalData => "historical_data",
@@ -70,23 +92,7 @@ impl CallPath {
     }
 
     /// Why a breaker must not stand on this path, or `None` when it may.
-    ///
-    /// A [`CallPath::Custom`] label that names a refused path is refused
-    /// with it: `custom("order_cancel")`, `custom("Order-Cancel")`,
-    /// `custom("cancel order")` or `custom("kill switch")` cannot smuggle a
-    /// breaker onto an order, cancel, kill-switch or risk-check path. Case,
-    /// spaces, `-`, `.` and `/` do not matter; a label that merely mentions
-    /// an order (`"order_book"`, `"orders_history"`) is a different path
-    /// and is allowed.
-    ///
-    /// ```
-    /// use fusebox::CallPath;
-    ///
-    /// assert!(CallPath::custom("Order-Cancel").refusal().is_some());
-    /// assert!(CallPath::custom("pre-trade risk check").refusal().is_some());
-    /// assert!(CallPath::custom("order_book").refusal().is_none());
-    /// ```
-    pub fn refusal(&self) -> Option<&'static str> {
+    pub(crate) fn refusal(&self) -> Option<&'static str> {
         match self {
             CallPath::Custom(label) => forbidden_alias(label).and_then(|path| path.refusal()),
             CallPath::OrderSubmission => Some(
@@ -112,9 +118,12 @@ impl CallPath {
     }
 }
 
+/// A short label for logs and metrics: `reference_data`, `historical_data`,
+/// `alt_data`, `enrichment`, a custom path's label, or a refused path's
+/// name (`order_submission`...).
 impl fmt::Display for CallPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 

@@ -17,15 +17,15 @@ use crate::error::CHAIN_LIMIT;
 /// by `": "` as anyhow's `{:#}` prints a chain (`call failed: connection
 /// reset`; a source whose message the text already ends with, as an error
 /// that prints its source shows it, is not repeated), cut to
-/// [`MAX_MESSAGE`](Self::MAX_MESSAGE) bytes, with control characters
+/// 240 bytes, with control characters
 /// and invisible formatting characters (bidirectional overrides,
 /// zero-width characters, line separators) replaced by spaces so that it
 /// cannot forge a log line or read other than it is. It is taken from
 /// calls made through [`Breaker::call`](crate::Breaker::call),
 /// [`call_any`](crate::Breaker::call_any) (for error types it can see as
-/// `std::error::Error`; others give the type name only),
-/// [`call_with`](crate::Breaker::call_with) and a permit's `finish`;
-/// a bare [`Permit::failure`](crate::Permit::failure) has no error to show.
+/// `std::error::Error`; others give the type name only) and a permit's
+/// `finish`;
+/// a bare [`Permit::record`](crate::Permit::record) has no error to show.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FailureCause {
     type_name: &'static str,
@@ -34,15 +34,14 @@ pub struct FailureCause {
 
 impl FailureCause {
     /// The longest message kept, in bytes.
-    pub const MAX_MESSAGE: usize = 240;
+    pub(crate) const MAX_MESSAGE: usize = 240;
 
     /// The error's type, as `std::any::type_name` spells it.
     pub fn type_name(&self) -> &str {
         self.type_name
     }
 
-    /// The error's message, at most [`MAX_MESSAGE`](Self::MAX_MESSAGE)
-    /// bytes (empty when the error type has no `Display` that the breaker
+    /// The error's message, at most 240 bytes (empty when the error type has no `Display` that the breaker
     /// can see).
     pub fn message(&self) -> &str {
         &self.message

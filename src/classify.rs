@@ -85,7 +85,7 @@ impl ResultClassifier {
     }
 
     /// The verdict on `value`.
-    pub fn classify<T: 'static>(&self, value: &T) -> Verdict {
+    pub(crate) fn classify<T: 'static>(&self, value: &T) -> Verdict {
         (self.0)(value)
     }
 }
@@ -105,23 +105,9 @@ impl fmt::Debug for ResultClassifier {
 /// `Send` and `Sync`), `Arc<dyn Error + Send + Sync>`, [`Rejected`],
 /// `io::Error`, `anyhow::Error` (with the crate's `anyhow` feature), and a
 /// [`CallError`] of any of these (or of `String` or `&'static str`) from an
-/// inner breaker. Any other error type is seen as its value only: call
-/// [`Breaker::call`](crate::Breaker::call) for those.
-///
-/// ```
-/// use fusebox::ErrorView;
-///
-/// let err: Box<dyn std::error::Error + Send + Sync> = "no route".into();
-/// let view = ErrorView::of_value(&err);
-/// assert_eq!(view.as_error().unwrap().to_string(), "no route");
-/// assert!(view.downcast_ref::<Box<dyn std::error::Error + Send + Sync>>().is_some());
-///
-/// let plain = ErrorView::of_value(&"bad date");
-/// assert!(plain.as_error().is_none());
-/// assert_eq!(plain.downcast_ref::<&str>(), Some(&"bad date"));
-/// ```
+/// inner breaker. Any other error type is seen as its value only.
 #[derive(Clone, Copy)]
-pub struct ErrorView<'a> {
+pub(crate) struct ErrorView<'a> {
     value: Option<&'a dyn Any>,
     error: Option<&'a (dyn StdError + 'static)>,
     /// An inner breaker's refusal, found where no `dyn Error` chain shows it.
@@ -130,7 +116,7 @@ pub struct ErrorView<'a> {
 
 impl<'a> ErrorView<'a> {
     /// The view of an error type: both the value and its `dyn Error`.
-    pub fn of_error<E: StdError + 'static>(err: &'a E) -> Self {
+    pub(crate) fn of_error<E: StdError + 'static>(err: &'a E) -> Self {
         ErrorView {
             value: Some(err),
             error: Some(err),
@@ -140,7 +126,7 @@ impl<'a> ErrorView<'a> {
 
     /// The view of an error whose concrete type is not known here: a typed
     /// classifier ([`Classifier::for_type`]) cannot see its value.
-    pub fn of_dyn_error(err: &'a (dyn StdError + 'static)) -> Self {
+    pub(crate) fn of_dyn_error(err: &'a (dyn StdError + 'static)) -> Self {
         ErrorView {
             value: None,
             error: Some(err),
@@ -150,7 +136,7 @@ impl<'a> ErrorView<'a> {
 
     /// The view of any value, with its `dyn Error` filled for the shapes
     /// listed above.
-    pub fn of_value<E: 'static>(err: &'a E) -> Self {
+    pub(crate) fn of_value<E: 'static>(err: &'a E) -> Self {
         let value: &dyn Any = err;
         let (error, refused) = match error_of(value) {
             Some(error) => (Some(error), None),
@@ -164,13 +150,13 @@ impl<'a> ErrorView<'a> {
     }
 
     /// The value the call returned, if it is a `T`.
-    pub fn downcast_ref<T: 'static>(&self) -> Option<&'a T> {
+    pub(crate) fn downcast_ref<T: 'static>(&self) -> Option<&'a T> {
         self.value?.downcast_ref::<T>()
     }
 
     /// The value as a `dyn Error`, when it is one (or holds one, for the
     /// boxed shapes and `anyhow::Error`).
-    pub fn as_error(&self) -> Option<&'a (dyn StdError + 'static)> {
+    pub(crate) fn as_error(&self) -> Option<&'a (dyn StdError + 'static)> {
         self.error
     }
 
@@ -179,7 +165,7 @@ impl<'a> ErrorView<'a> {
     /// [`CallError::Rejected`] of one of the shapes above): nothing was
     /// sent. A breaker ignores such an error, a chain skips the link as
     /// refused, and a retry policy waits the refusal out.
-    pub fn is_refusal(&self) -> bool {
+    pub(crate) fn is_refusal(&self) -> bool {
         self.refusal().is_some()
     }
 
@@ -290,7 +276,6 @@ type ClassifyFn = dyn Fn(ErrorView<'_>) -> Verdict + Send + Sync;
 ///     Vendor::Timeout => Verdict::Failure,
 ///     Vendor::BadRequest => Verdict::Ignore,
 /// });
-/// assert_eq!(classifier.classify_value(&Vendor::Timeout), Verdict::Failure);
 /// ```
 ///
 /// # An error the classifier cannot read
@@ -308,8 +293,9 @@ type ClassifyFn = dyn Fn(ErrorView<'_>) -> Verdict + Send + Sync;
 /// [`Rejected`] (a refusal by an inner breaker) is always
 /// [`Verdict::Ignore`]: one sick leaf must not open every breaker above it.
 /// The search follows `source()` chains (at most 32 links, so a cyclic chain
-/// ends), looks inside `io::Error`s, and sees through the shapes
-/// [`ErrorView`] lists.
+/// ends), looks inside `io::Error`s, and, in
+/// [`call_any`](crate::Breaker::call_any), sees through the shapes it
+/// lists.
 #[derive(Clone)]
 pub struct Classifier(Arc<ClassifyFn>);
 
@@ -340,25 +326,8 @@ impl Classifier {
         })
     }
 
-    /// A typed classifier for an error type `E` found anywhere in the
-    /// error's `source()` chain (inside `io::Error`s, boxes and
-    /// `anyhow::Error` too): the first `E` decides. An error with no `E` in
-    /// its chain counts as a failure.
-    pub fn for_error<E, F>(f: F) -> Self
-    where
-        E: StdError + 'static,
-        F: Fn(&E) -> Verdict + Send + Sync + 'static,
-    {
-        Classifier::new(move |err| {
-            chain(err)
-                .find_map(|e| e.downcast_ref::<E>())
-                .map_or(Verdict::Failure, &f)
-        })
-    }
-
-    /// A classifier from a closure over the whole [`ErrorView`], for one
-    /// that needs both the typed value and the `dyn Error`.
-    pub fn from_view<F>(f: F) -> Self
+    /// A classifier from a closure over the whole view of an error.
+    fn from_view<F>(f: F) -> Self
     where
         F: Fn(ErrorView<'_>) -> Verdict + Send + Sync + 'static,
     {
@@ -390,23 +359,24 @@ impl Classifier {
             .clone()
     }
 
-    /// Classifies `err`, ignoring refusals by inner breakers. A typed
-    /// classifier cannot see the type behind a `dyn Error`: use
-    /// [`classify_value`](Self::classify_value) when the type is known.
+    /// Classifies `err`, ignoring refusals by inner breakers: what a
+    /// breaker does with an error of its calls, for a test of the
+    /// classifier or a classifier that asks another. A typed classifier
+    /// ([`for_type`](Self::for_type)) cannot see the type behind a
+    /// `dyn Error`; its verdicts show through a breaker's
+    /// [`call_any`](crate::Breaker::call_any) and its snapshot.
     pub fn classify(&self, err: &(dyn StdError + 'static)) -> Verdict {
         self.classify_view(ErrorView::of_dyn_error(err))
     }
 
-    /// Classifies a value of any type, as [`Breaker::call_any`] does.
-    ///
-    /// [`Breaker::call_any`]: crate::Breaker::call_any
-    pub fn classify_value<E: 'static>(&self, err: &E) -> Verdict {
+    /// Classifies a value of any type, as `Breaker::call_any` does.
+    pub(crate) fn classify_value<E: 'static>(&self, err: &E) -> Verdict {
         self.classify_view(ErrorView::of_value(err))
     }
 
     /// Classifies a view, ignoring refusals by inner breakers.
     #[inline]
-    pub fn classify_view(&self, view: ErrorView<'_>) -> Verdict {
+    pub(crate) fn classify_view(&self, view: ErrorView<'_>) -> Verdict {
         if view.is_refusal() {
             return Verdict::Ignore;
         }

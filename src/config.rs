@@ -218,8 +218,8 @@ impl<T> BreakerBuilder<T> {
         /// The window `flapping_trips` looks at.
         flapping_window: Duration => flapping_window);
 
-    /// Judges each `Ok` result of [`Breaker::call`], [`call_any`](Breaker::call_any),
-    /// [`call_with`](Breaker::call_with) and a permit's `finish`: an HTTP
+    /// Judges each `Ok` result of [`Breaker::call`], [`call_any`](Breaker::call_any)
+    /// and a permit's `finish`: an HTTP
     /// 200 whose body says "stale feed", a quote with a zero price can be a
     /// failure (Polly's `ShouldHandle` on results). The result is returned
     /// to the caller unchanged either way. Results of other types than the

@@ -175,11 +175,6 @@ pub enum CallError<E> {
 }
 
 impl<E> CallError<E> {
-    /// Whether the call was refused without being attempted.
-    pub fn is_rejected(&self) -> bool {
-        matches!(self, CallError::Rejected(_))
-    }
-
     /// The refusal, if the breaker refused the call.
     pub fn rejected(&self) -> Option<&Rejected> {
         match self {
@@ -193,14 +188,6 @@ impl<E> CallError<E> {
         match self {
             CallError::Failed(e) => Some(e),
             CallError::Rejected(_) => None,
-        }
-    }
-
-    /// Maps the dependency's error, keeping a refusal as it is.
-    pub fn map_failed<F, O: FnOnce(E) -> F>(self, op: O) -> CallError<F> {
-        match self {
-            CallError::Rejected(r) => CallError::Rejected(r),
-            CallError::Failed(e) => CallError::Failed(op(e)),
         }
     }
 
@@ -258,8 +245,8 @@ impl<E> CallError<E> {
 /// `std::error::Error + 'static`, and nothing else.
 ///
 /// Implemented for all of them; no type needs to implement it by hand. It
-/// stands in `call`'s bound (and [`Decorated::call`](crate::Decorated::call)'s,
-/// [`Permit::finish`](crate::Permit::finish)'s) in place of
+/// stands in `call`'s bound (and [`Permit::finish`](crate::Permit::finish)'s)
+/// in place of
 /// `std::error::Error` only so that a closure returning another error type
 /// (`anyhow::Error`, `Box<dyn Error + Send + Sync>`, `String`) is refused
 /// with a message that names [`call_any`](crate::Breaker::call_any), which
@@ -278,7 +265,7 @@ impl<E> CallError<E> {
     message = "`{Self}` is not a `std::error::Error`, which `Breaker::call` needs",
     label = "the closure's error type is `{Self}`",
     note = "for `anyhow::Error`, `Box<dyn Error + Send + Sync>`, `String` or an enum of your own, \
-            use `breaker.call_any(..)` (`Decorated::call_any`, `Permit::finish_any`); \
+            use `breaker.call_any(..)` (`Permit::finish_any`); \
             with anyhow, `.map_err(CallError::into_anyhow)?` then returns its error"
 )]
 pub trait IsStdError: StdError + 'static {}

@@ -283,7 +283,7 @@ impl fmt::Display for StateChange {
 ///
 /// Either way, every change is delivered once, in `seq` order, with no lock
 /// of the breaker held, and never more than
-/// [`Delivery::PENDING_CAPACITY`] changes wait: when more pile up, the
+/// 1 024 changes wait: when more pile up, the
 /// oldest waiting one is dropped and counted in
 /// [`Snapshot::dropped_changes`](crate::Snapshot::dropped_changes).
 /// `docs/design.md` says what runs where in detail.
@@ -307,7 +307,7 @@ pub enum Delivery {
 
 impl Delivery {
     /// The most changes that wait for delivery, per breaker.
-    pub const PENDING_CAPACITY: usize = 1024;
+    pub(crate) const PENDING_CAPACITY: usize = 1024;
 }
 
 /// A bounded stream of a breaker's state changes, for an alerting thread.
@@ -325,7 +325,7 @@ impl Delivery {
 /// breaker.force_open("ops", "vendor maintenance");
 /// let change = changes.try_recv().unwrap();
 /// assert_eq!((change.from, change.to), (State::Closed, State::ForcedOpen));
-/// // An alerting thread would block instead: `for change in &changes { .. }`.
+/// // An alerting thread would block instead: `while let Some(change) = changes.recv() { .. }`.
 /// # Ok::<(), fusebox::ConfigError>(())
 /// ```
 pub struct Subscription {
@@ -338,7 +338,7 @@ pub struct Subscription {
 impl Subscription {
     /// The largest buffer a subscription may ask for, in changes. The buffer
     /// is allocated up front (about 100 bytes a change).
-    pub const MAX_CAPACITY: usize = 1 << 16;
+    pub(crate) const MAX_CAPACITY: usize = 1 << 16;
 
     /// Waits for the next change. `None` once the breaker (every clone of
     /// it) is gone and every change sent has been received.
@@ -355,17 +355,6 @@ impl Subscription {
     /// time, or the breaker is gone.
     pub fn recv_timeout(&self, timeout: Duration) -> Option<StateChange> {
         self.rx.recv_timeout(timeout).ok()
-    }
-
-    /// A blocking iterator over changes, as [`recv`](Self::recv): it ends
-    /// when the breaker is gone. `for change in &subscription` does the same.
-    pub fn iter(&self) -> Iter<'_> {
-        Iter { sub: self }
-    }
-
-    /// An iterator over the changes waiting now; it never blocks.
-    pub fn try_iter(&self) -> TryIter<'_> {
-        TryIter { sub: self }
     }
 
     /// The underlying channel, for the fleet agent to wait on beside its
@@ -396,45 +385,6 @@ impl Drop for Subscription {
         if let Some(subscribers) = self.subscribers.upgrade() {
             subscribers.list.lock().retain(|s| s.id != self.id);
         }
-    }
-}
-
-impl<'a> IntoIterator for &'a Subscription {
-    type Item = StateChange;
-    type IntoIter = Iter<'a>;
-
-    fn into_iter(self) -> Iter<'a> {
-        self.iter()
-    }
-}
-
-/// Blocking iterator over a [`Subscription`], made by
-/// [`Subscription::iter`].
-#[derive(Debug)]
-pub struct Iter<'a> {
-    sub: &'a Subscription,
-}
-
-impl Iterator for Iter<'_> {
-    type Item = StateChange;
-
-    fn next(&mut self) -> Option<StateChange> {
-        self.sub.recv()
-    }
-}
-
-/// Non-blocking iterator over a [`Subscription`], made by
-/// [`Subscription::try_iter`].
-#[derive(Debug)]
-pub struct TryIter<'a> {
-    sub: &'a Subscription,
-}
-
-impl Iterator for TryIter<'_> {
-    type Item = StateChange;
-
-    fn next(&mut self) -> Option<StateChange> {
-        self.sub.try_recv()
     }
 }
 
@@ -544,7 +494,7 @@ pub(crate) fn check_capacity(capacity: usize) -> Result<(), ConfigError> {
     check(
         "capacity",
         (1..=Subscription::MAX_CAPACITY).contains(&capacity),
-        "must be between 1 and 65536 (Subscription::MAX_CAPACITY)",
+        "must be between 1 and 65536",
         capacity,
     )?;
     Ok(())
@@ -584,6 +534,5 @@ mod tests {
         assert_eq!(sub.recv_timeout(Duration::from_millis(1)), None);
         drop(subscribers);
         assert_eq!(sub.recv(), None);
-        assert_eq!(sub.iter().count(), 0);
     }
 }

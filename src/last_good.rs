@@ -1,5 +1,8 @@
 //! The last-known-good store: the last good answer per key, with its age,
-//! served only while younger than a bound.
+//! served only while younger than a bound. One store for the whole crate:
+//! a chain's cache link reads it, and the HTTP integration's
+//! `http::LastKnownGood` is this store keyed by
+//! request (features `chain` or `http`).
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
@@ -10,14 +13,15 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-/// The last good answer to each lookup, bounded in entries, aged on a
-/// `quanta` clock, and served only while younger than `max_staleness`.
+/// The last good answer to each lookup, bounded in entries and bytes, aged
+/// on a `quanta` clock, and served only while younger than `max_staleness`.
 ///
-/// A [`Chain`](crate::chain::Chain) files every fresh answer of its
-/// providers here and reads it back through a cache link
-/// ([`ChainBuilder::cache`](crate::chain::ChainBuilder::cache)); an
-/// application can also [`file`](Self::file) and [`get`](Self::get) by
-/// hand. Cheap to clone: the clones share one store.
+/// A chain (feature `chain`) files every fresh answer of its providers
+/// here and reads it back through a cache link (`ChainBuilder::cache`); a
+/// guarded HTTP request (feature `http`) files its 2xx answers in one keyed
+/// by request, `http::LastKnownGood`, through
+/// `call_or_stale`; an application can also [`file`](Self::file) and
+/// [`get`](Self::get) by hand. Cheap to clone: the clones share one store.
 ///
 /// An answer too old to serve is kept (until a fresh one replaces it or the
 /// bound pushes it out), so that its age stays known: [`get`](Self::get)
@@ -25,7 +29,7 @@ use parking_lot::Mutex;
 /// data" from "had data, 4 s ago".
 ///
 /// ```
-/// use fusebox::chain::{Kept, LastGood};
+/// use fusebox::last_good::{Kept, LastGood};
 /// use std::time::Duration;
 ///
 /// let (clock, time) = quanta::Clock::mock();
@@ -44,6 +48,7 @@ use parking_lot::Mutex;
 /// |---|---|
 /// | `max_staleness` | required, in [`new`](Self::new) |
 /// | `max_entries` | 1024 |
+/// | `max_bytes` | 64 MiB, of what the HTTP integration weighs (below) |
 /// | `clock` | a real `quanta::Clock` |
 ///
 /// # Cost
@@ -51,7 +56,7 @@ use parking_lot::Mutex;
 /// One lock round trip and one clock read per `file` or `get`. Filing
 /// under a key already kept replaces the value in place (no allocation
 /// beyond the value's own clone); a new key allocates its owned copy, and
-/// over the bound, making room scans the entries for the oldest, so keep
+/// over a bound, making room scans the entries for the oldest, so keep
 /// `max_entries` in the thousands, not millions.
 pub struct LastGood<K, V> {
     inner: Arc<Inner<K, V>>,
@@ -60,12 +65,15 @@ pub struct LastGood<K, V> {
 struct Inner<K, V> {
     max_staleness: Duration,
     max_entries: usize,
+    max_bytes: usize,
     clock: quanta::Clock,
     store: Mutex<Store<K, V>>,
 }
 
 struct Store<K, V> {
     entries: HashMap<K, Entry<V>>,
+    /// The weights of the entries kept.
+    bytes: usize,
     /// Filing order, so that the oldest entry is well defined even when the
     /// clock has not moved (a mock clock).
     filed: u64,
@@ -74,6 +82,9 @@ struct Store<K, V> {
 struct Entry<V> {
     value: V,
     stored_at: quanta::Instant,
+    /// What the filer said it weighs: a response's key, headers and body;
+    /// zero for a value filed with `file`.
+    size: usize,
     filed: u64,
 }
 
@@ -105,9 +116,11 @@ impl<K: Hash + Eq, V: Clone> LastGood<K, V> {
             inner: Arc::new(Inner {
                 max_staleness,
                 max_entries: 1024,
+                max_bytes: 64 << 20,
                 clock: quanta::Clock::new(),
                 store: Mutex::new(Store {
                     entries: HashMap::new(),
+                    bytes: 0,
                     filed: 0,
                 }),
             }),
@@ -123,18 +136,26 @@ impl<K: Hash + Eq, V: Clone> LastGood<K, V> {
         self
     }
 
+    /// The most bytes kept, as the filer weighs its values: an HTTP answer
+    /// filed by `call_or_stale` weighs its key, headers and body, and one
+    /// heavier than this on its own is not kept; a value filed with
+    /// [`file`](Self::file) weighs nothing (bound those with
+    /// [`max_entries`](Self::max_entries)). The oldest go first. Set it
+    /// before cloning the store.
+    pub fn max_bytes(mut self, bytes: usize) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.max_bytes = bytes;
+        }
+        self
+    }
+
     /// The clock ages are read from: the clock half of `quanta::Clock::mock()`
-    /// in tests. Set it before cloning the store.
+    /// in tests (the breaker's). Set it before cloning the store.
     pub fn clock(mut self, clock: quanta::Clock) -> Self {
         if let Some(inner) = Arc::get_mut(&mut self.inner) {
             inner.clock = clock;
         }
         self
-    }
-
-    /// The longest a value may have been kept and still be served.
-    pub fn max_staleness(&self) -> Duration {
-        self.inner.max_staleness
     }
 
     /// Files `value` as the last good answer for `key`, replacing the one
@@ -155,7 +176,9 @@ impl<K: Hash + Eq, V: Clone> LastGood<K, V> {
         if let Some(entry) = store.entries.get_mut(key) {
             entry.value.clone_from(value);
             entry.stored_at = now;
+            let size = std::mem::take(&mut entry.size);
             entry.filed = filed;
+            store.bytes -= size;
             return;
         }
         while store.entries.len() >= inner.max_entries {
@@ -166,9 +189,54 @@ impl<K: Hash + Eq, V: Clone> LastGood<K, V> {
             Entry {
                 value: value.clone(),
                 stored_at: now,
+                size: 0,
                 filed,
             },
         );
+    }
+
+    /// Files `value`, which weighs `size` bytes, under `key`: the HTTP
+    /// integration's filing, with the byte bound. A value heavier than
+    /// `max_bytes` on its own is not kept, nor is an older value under the
+    /// same key, which is no longer the last known good one.
+    // Only the HTTP integration weighs what it files.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(crate) fn file_weighed(&self, key: K, value: V, size: usize) {
+        let inner = &*self.inner;
+        let now = inner.clock.now();
+        let mut store = inner.store.lock();
+        if size > inner.max_bytes || inner.max_entries == 0 {
+            store.remove(&key);
+            return;
+        }
+        store.filed += 1;
+        let entry = Entry {
+            value,
+            stored_at: now,
+            size,
+            filed: store.filed,
+        };
+        store.bytes += size;
+        if let Some(old) = store.entries.insert(key, entry) {
+            store.bytes -= old.size;
+        }
+        while store.entries.len() > inner.max_entries || store.bytes > inner.max_bytes {
+            store.evict_oldest();
+        }
+    }
+
+    /// How long ago the value kept for `key` was filed, served or not.
+    // Only the HTTP integration asks for an age without the value.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(crate) fn age_of<Q>(&self, key: &Q) -> Option<Duration>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let now = self.inner.clock.now();
+        let store = self.inner.store.lock();
+        let entry = store.entries.get(key)?;
+        Some(now.saturating_duration_since(entry.stored_at))
     }
 
     /// The value kept for `key`, if young enough to serve, with its age.
@@ -206,9 +274,17 @@ impl<K: Hash + Eq, V: Clone> LastGood<K, V> {
         self.len() == 0
     }
 
+    /// How many bytes the values kept weigh, as counted against
+    /// [`max_bytes`](Self::max_bytes).
+    pub fn bytes(&self) -> usize {
+        self.inner.store.lock().bytes
+    }
+
     /// Forgets every value.
     pub fn clear(&self) {
-        self.inner.store.lock().entries.clear();
+        let mut store = self.inner.store.lock();
+        store.entries.clear();
+        store.bytes = 0;
     }
 }
 
@@ -217,7 +293,27 @@ impl<K: Hash + Eq, V> Store<K, V> {
     /// on it removes exactly one entry and needs no clone of the key.
     fn evict_oldest(&mut self) {
         if let Some(oldest) = self.entries.values().map(|e| e.filed).min() {
-            self.entries.retain(|_, e| e.filed != oldest);
+            let mut freed = 0;
+            self.entries.retain(|_, e| {
+                let keep = e.filed != oldest;
+                if !keep {
+                    freed = e.size;
+                }
+                keep
+            });
+            self.bytes -= freed;
+        }
+    }
+
+    /// Drops the entry under `key`, if there is one.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    fn remove<Q>(&mut self, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        if let Some(e) = self.entries.remove(key) {
+            self.bytes -= e.size;
         }
     }
 }
@@ -235,6 +331,7 @@ impl<K, V> fmt::Debug for LastGood<K, V> {
         f.debug_struct("LastGood")
             .field("max_staleness", &self.inner.max_staleness)
             .field("max_entries", &self.inner.max_entries)
+            .field("max_bytes", &self.inner.max_bytes)
             .field("entries", &self.inner.store.lock().entries.len())
             .finish_non_exhaustive()
     }

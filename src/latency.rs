@@ -22,7 +22,7 @@ use crate::events::Reason;
 /// often (a caller with a bounded pool gets at most `pool / latency` answers
 /// a second), so a policy that dropped short windows would trip later, or
 /// never, the slower the dependency got. A window still short after
-/// [`MAX_WINDOW_SPAN`](Self::MAX_WINDOW_SPAN) window lengths is dropped, and
+/// four window lengths is dropped, and
 /// a whole window length with no call at all; either breaks a run of
 /// breaching windows.
 ///
@@ -60,7 +60,7 @@ impl Default for LatencyTrip {
 
 impl LatencyTrip {
     /// How many window lengths a window with too few calls may stay open.
-    pub const MAX_WINDOW_SPAN: u32 = 4;
+    pub(crate) const MAX_WINDOW_SPAN: u32 = 4;
 
     /// The policy with its defaults.
     pub const fn new() -> Self {
@@ -108,7 +108,7 @@ impl LatencyTrip {
 
     /// Calls a window needs before it is judged; a window with fewer stays
     /// open until it has them (up to
-    /// [`MAX_WINDOW_SPAN`](Self::MAX_WINDOW_SPAN) window lengths).
+    /// four window lengths).
     pub fn minimum_samples(mut self, n: u32) -> Self {
         self.minimum_samples = n;
         self

@@ -54,9 +54,8 @@
 //! `anyhow::Error`, `Box<dyn Error + Send + Sync>`, `String`, an enum of the
 //! application's own. A [`Classifier`] is written over `dyn Error`
 //! ([`Classifier::new`]) or typed over the calls' error type
-//! ([`Classifier::for_type`], [`Classifier::for_error`]); one that cannot
-//! read an error counts it as a failure. [`Breaker::call_with`] takes a typed
-//! verdict for one call.
+//! ([`Classifier::for_type`]); one that cannot
+//! read an error counts it as a failure.
 //!
 //! With anyhow, the usual error type of an application, use `call_any`,
 //! and `CallError::into_anyhow` (feature `anyhow`, on by default) to
@@ -346,8 +345,8 @@ pub mod isolation;
 #[cfg(all(loom, feature = "isolation"))]
 #[doc(hidden)]
 pub use isolation::model as loom_bulkhead;
-#[cfg(feature = "chain")]
-mod last_good;
+#[cfg(any(feature = "chain", feature = "http"))]
+pub mod last_good;
 mod latency;
 mod machine;
 mod name;
@@ -383,14 +382,13 @@ mod wall;
 mod window;
 
 pub use breaker::Breaker;
-pub use call::Decorated;
 pub use call_path::CallPath;
 pub use cause::FailureCause;
 pub use check::ConfigError;
-pub use classify::{Classifier, ErrorView, ResultClassifier, Verdict};
+pub use classify::{Classifier, ResultClassifier, Verdict};
 pub use config::{BreakerBuilder, BreakerConfig};
 pub use error::{CallError, IsStdError, Rejected};
-pub use events::{Delivery, Iter, Reason, StateChange, Subscription, TryIter};
+pub use events::{Delivery, Reason, StateChange, Subscription};
 #[cfg(feature = "async")]
 pub use future::Guarded;
 pub use histogram::CallDurations;

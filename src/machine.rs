@@ -272,7 +272,7 @@ impl Machine {
         self.recovering.watch_from(now)
     }
 
-    /// Whether a schedule converts wall-clock time (`src/recovery.rs`).
+    /// Whether a schedule converts wall-clock time (`src/recovery/mod.rs`).
     pub(crate) fn has_schedule(&self) -> bool {
         self.recovering.has_schedule()
     }
@@ -1087,8 +1087,8 @@ impl Machine {
         }
         let (split, after) = self.lapse();
         let mid = split.clamp(from, now);
-        t[gauge_index(self.state)] += mid - from;
-        t[gauge_index(after)] += now - mid;
+        t[self.state.index()] += mid - from;
+        t[after.index()] += now - mid;
         t
     }
 
@@ -1187,18 +1187,6 @@ impl Machine {
             _ => v.override_remaining = None,
         }
         v
-    }
-}
-
-/// A state's place in gauge order (closed, open, half-open, forced open,
-/// forced closed), as `Snapshot::status_gauge` numbers them.
-fn gauge_index(state: State) -> usize {
-    match state {
-        State::Closed => 0,
-        State::Open => 1,
-        State::HalfOpen => 2,
-        State::ForcedOpen => 3,
-        State::ForcedClosed => 4,
     }
 }
 

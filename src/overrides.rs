@@ -69,10 +69,9 @@ impl Breaker {
     /// # Errors
     ///
     /// A [`ConfigError`] for a window that ends before it starts or before
-    /// now, or one too many ([`MAX_WINDOWS`]); nothing changes.
+    /// now, or one too many (64 that have not ended); nothing changes.
     ///
     /// [`MaintenanceWindow::once`]: crate::trading::MaintenanceWindow::once
-    /// [`MAX_WINDOWS`]: crate::trading::MAX_WINDOWS
     pub fn declare_maintenance(
         &self,
         start: Option<SystemTime>,

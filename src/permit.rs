@@ -37,7 +37,15 @@ impl Breaker {
     /// As [`try_acquire`](Self::try_acquire).
     #[inline]
     pub fn try_acquire_owned(&self) -> Result<OwnedPermit, Rejected> {
-        self.try_acquire().map(Permit::into_owned)
+        self.try_acquire().map(|permit| {
+            let this = ManuallyDrop::new(permit);
+            OwnedPermit {
+                breaker: this.breaker.clone(),
+                ticket: this.ticket,
+                started: this.started,
+                settled: false,
+            }
+        })
     }
 }
 
@@ -45,14 +53,12 @@ impl Breaker {
 ///
 /// Report what happened with [`finish`](Self::finish) (the call's result,
 /// classified by the breaker's classifier), or directly with
-/// [`success`](Self::success), [`failure`](Self::failure),
-/// [`ignore`](Self::ignore) or [`record`](Self::record); each consumes the
-/// permit.
+/// [`record`](Self::record) and a [`Verdict`]; each consumes the permit.
 ///
 /// **A permit dropped without an outcome counts as a failure.** The usual
 /// ways to get there are an early return on an error (`?`) and a panic, and
 /// both mean the call did not succeed. If the call turned out not to be
-/// needed, call [`ignore`](Self::ignore); to keep the caller's own errors
+/// needed, record [`Verdict::Ignore`]; to keep the caller's own errors
 /// (a parse error after the vendor answered) off the vendor's count, report
 /// the vendor's result with [`finish`](Self::finish) before going on. A
 /// permit that is never dropped (leaked with `mem::forget`, or held by a
@@ -126,18 +132,6 @@ impl<'a> Permit<'a> {
     pub(crate) fn judged_value<T: 'static>(self, value: T) -> T {
         self.judged(&value);
         value
-    }
-
-    /// This permit, holding its own handle to the breaker (one reference
-    /// count increment) so that it can outlive the borrow.
-    pub fn into_owned(self) -> OwnedPermit {
-        let this = ManuallyDrop::new(self);
-        OwnedPermit {
-            breaker: this.breaker.clone(),
-            ticket: this.ticket,
-            started: this.started,
-            settled: false,
-        }
     }
 
     /// Records the outcome once; the drop, which would count a failure,
@@ -216,24 +210,6 @@ macro_rules! reporting {
                 matches!(self.ticket, Ticket::Probe { .. })
             }
 
-            /// The call succeeded.
-            #[inline(always)]
-            pub fn success(self) {
-                self.record(Verdict::Success);
-            }
-
-            /// The call failed in a way that counts against the dependency.
-            pub fn failure(self) {
-                self.record(Verdict::Failure);
-            }
-
-            /// The call's result says nothing about the dependency (or the
-            /// call was not made after all). Frees a probe slot without
-            /// deciding anything.
-            pub fn ignore(self) {
-                self.record(Verdict::Ignore);
-            }
-
             /// Reports the call's result: `Ok` is a success, an `Err` counts
             /// as the breaker's classifier says (a refusal by an inner
             /// breaker is ignored). Returns the verdict reported.
@@ -303,7 +279,11 @@ macro_rules! reporting {
                 self.settle_once(verdict, Some(&note));
             }
 
-            /// Reports `verdict`.
+            /// Reports `verdict`: [`Verdict::Success`], [`Verdict::Failure`]
+            /// (counts against the dependency), [`Verdict::Ignore`] (the
+            /// result says nothing about the dependency, or the call was
+            /// not made after all: frees a probe slot without deciding
+            /// anything) or [`Verdict::Throttled`].
             #[inline(always)]
             pub fn record(self, verdict: Verdict) {
                 self.settle_once(verdict, None);

@@ -29,16 +29,6 @@ pub struct WindowCounts {
 }
 
 impl WindowCounts {
-    /// Counts for a test of a predicate.
-    pub fn new(calls: u64, failures: u64, slow: u64) -> Self {
-        WindowCounts {
-            calls,
-            failures,
-            slow,
-            ..WindowCounts::default()
-        }
-    }
-
     /// `failures / calls`, or 0 with no calls.
     pub fn failure_rate(&self) -> f64 {
         crate::snapshot::rate(self.failures, self.calls)
@@ -57,14 +47,27 @@ type TripFn = dyn Fn(&WindowCounts) -> bool + Send + Sync;
 /// deadlock). A predicate that panics does not hold.
 ///
 /// ```
-/// use fusebox::{TripPredicate, WindowCounts};
+/// use fusebox::{Breaker, CallPath, Classifier, State, TripPredicate, WindowCounts};
+/// use std::time::Duration;
 ///
 /// // gobreaker's classic: more than 5 calls, at least 60 % of them failed.
 /// let p = TripPredicate::new("gobreaker-60%", |c: &WindowCounts| {
 ///     c.calls > 5 && c.failure_rate() >= 0.6
 /// });
-/// assert!(p.holds(&WindowCounts::new(10, 6, 0)));
-/// assert!(!p.holds(&WindowCounts::new(5, 5, 0)));
+/// let breaker = Breaker::builder("vendor")
+///     .call_path(CallPath::ReferenceData)
+///     .classifier(Classifier::every_error_is_a_failure())
+///     .failure_window(Duration::from_secs(60))
+///     .trip_predicate(p)
+///     .build()?;
+/// let fail = || breaker.call(|| Err::<(), _>(std::io::Error::other("down")));
+/// let _ = breaker.call(|| Ok::<_, std::io::Error>(()));
+/// let _ = breaker.call(|| Ok::<_, std::io::Error>(()));
+/// let _ = (fail(), fail(), fail());
+/// assert_eq!(breaker.state(), State::Closed); // 5 calls: not more than 5
+/// let _ = fail(); // 6 calls, 4 failed
+/// assert_eq!(breaker.state(), State::Open);
+/// # Ok::<(), fusebox::ConfigError>(())
 /// ```
 #[derive(Clone)]
 pub struct TripPredicate {
@@ -85,13 +88,8 @@ impl TripPredicate {
         }
     }
 
-    /// Its name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     /// Whether it holds for `counts`.
-    pub fn holds(&self, counts: &WindowCounts) -> bool {
+    pub(crate) fn holds(&self, counts: &WindowCounts) -> bool {
         (self.f)(counts)
     }
 
@@ -122,17 +120,6 @@ pub struct OpenPeriodInput {
     pub last_period: Duration,
 }
 
-impl OpenPeriodInput {
-    /// An input, for a test of a function.
-    pub fn new(reopens: u32, failure_rate: Option<f64>, last_period: Duration) -> Self {
-        OpenPeriodInput {
-            reopens,
-            failure_rate,
-            last_period,
-        }
-    }
-}
-
 type PeriodFn = dyn Fn(&OpenPeriodInput) -> Duration + Send + Sync;
 
 /// A function that decides each open period, in place of the built-in
@@ -147,13 +134,20 @@ type PeriodFn = dyn Fn(&OpenPeriodInput) -> Duration + Send + Sync;
 /// the period.
 ///
 /// ```
-/// use fusebox::{OpenPeriod, OpenPeriodInput};
+/// use fusebox::{Breaker, CallPath, Classifier, OpenPeriod, OpenPeriodInput};
 /// use std::time::Duration;
 ///
 /// // 5 s, 10 s, 15 s, ... linear in the re-opens.
 /// let linear = OpenPeriod::new(|i: &OpenPeriodInput| Duration::from_secs(5 * (u64::from(i.reopens) + 1)));
-/// let third = linear.period(&OpenPeriodInput::new(2, None, Duration::from_secs(10)));
-/// assert_eq!(third, Duration::from_secs(15));
+/// let breaker = Breaker::builder("vendor")
+///     .call_path(CallPath::ReferenceData)
+///     .classifier(Classifier::every_error_is_a_failure())
+///     .consecutive_failure_threshold(1)
+///     .open_period(linear)
+///     .build()?;
+/// let _ = breaker.call(|| Err::<(), _>(std::io::Error::other("down")));
+/// assert_eq!(breaker.snapshot().open_duration, Duration::from_secs(5));
+/// # Ok::<(), fusebox::ConfigError>(())
 /// ```
 #[derive(Clone)]
 pub struct OpenPeriod(Arc<PeriodFn>);
@@ -168,7 +162,7 @@ impl OpenPeriod {
     }
 
     /// The period `f` gives for `input`, before the ceiling.
-    pub fn period(&self, input: &OpenPeriodInput) -> Duration {
+    pub(crate) fn period(&self, input: &OpenPeriodInput) -> Duration {
         (self.0)(input)
     }
 }

@@ -50,19 +50,10 @@ impl RampUp {
         RampUp { duration, start }
     }
 
-    /// How long the ramp lasts after closing.
-    pub const fn duration(&self) -> Duration {
-        self.duration
-    }
-
-    /// The fraction of calls admitted at the instant the breaker closes.
-    pub const fn start(&self) -> f64 {
-        self.start
-    }
-
     /// The fraction of calls admitted `elapsed` into the ramp: `start`,
     /// rising linearly to 1 at `duration`.
-    pub fn fraction_at(&self, elapsed: Duration) -> f64 {
+    #[cfg(test)]
+    fn fraction_at(&self, elapsed: Duration) -> f64 {
         self.ppm_at(elapsed.as_nanos().min(u128::from(u64::MAX)) as u64) as f64 / MILLION as f64
     }
 

@@ -5,7 +5,7 @@
 //! Keys are the fields' names. A duration is a number of seconds (a float,
 //! as in the Prometheus metrics) under its name with `_seconds` added; the
 //! time left in a maintenance window is `maintenance_seconds_left`. A state
-//! is its [`State::as_str`] name, and the snapshot adds its
+//! is its name as it prints, and the snapshot adds its
 //! [`status`](Snapshot::status). A [`Reason`] is its message, a
 //! [`FailureCause`] its `type_name` and `message`. A [`StateChange`] leaves
 //! out `at`, an instant of the process's monotonic clock that means nothing

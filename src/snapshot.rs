@@ -85,7 +85,9 @@ pub struct StateTimes {
 
 impl StateTimes {
     /// The time spent in `state`.
-    pub fn get(&self, state: State) -> Duration {
+    // Only the Prometheus exposition reads the times by state.
+    #[cfg_attr(not(feature = "prometheus"), allow(dead_code))]
+    pub(crate) fn get(&self, state: State) -> Duration {
         match state {
             State::Closed => self.closed,
             State::Open => self.open,
@@ -95,15 +97,15 @@ impl StateTimes {
         }
     }
 
-    /// From nanoseconds in gauge order (closed, open, half-open, forced
-    /// open, forced closed).
+    /// From nanoseconds in the states' order ([`State::index`]).
     pub(crate) fn from_nanos(n: [u64; 5]) -> Self {
+        let at = |state: State| Duration::from_nanos(n[state.index()]);
         StateTimes {
-            closed: Duration::from_nanos(n[0]),
-            open: Duration::from_nanos(n[1]),
-            half_open: Duration::from_nanos(n[2]),
-            forced_open: Duration::from_nanos(n[3]),
-            forced_closed: Duration::from_nanos(n[4]),
+            closed: at(State::Closed),
+            open: at(State::Open),
+            half_open: at(State::HalfOpen),
+            forced_open: at(State::ForcedOpen),
+            forced_closed: at(State::ForcedClosed),
         }
     }
 }
@@ -138,7 +140,7 @@ impl StateTimes {
 /// implements `serde::Serialize`, for logging or shipping it as is: keys are
 /// the fields' names, durations are seconds (a float) under the field's name
 /// with `_seconds` added (`maintenance` as `maintenance_seconds_left`),
-/// states are their [`State::as_str`] names, a [`Reason`](crate::Reason) is
+/// states are their names as they print, a [`Reason`](crate::Reason) is
 /// its message, [`status`](Self::status) is added, and a
 /// [`StateChange`] leaves out its process-local `at`.
 ///
@@ -227,9 +229,8 @@ pub struct Snapshot {
     /// The most recent state change, with its reason and, for overrides,
     /// who asked.
     pub last_transition: Option<StateChange>,
-    /// State changes never delivered because
-    /// [`Delivery::PENDING_CAPACITY`](crate::Delivery::PENDING_CAPACITY)
-    /// were waiting already (the oldest waiting one is dropped).
+    /// State changes never delivered because 1 024 were waiting already
+    /// (the oldest waiting one is dropped).
     pub dropped_changes: u64,
     /// How many times in a row the open period has grown (0 on the first
     /// open period of an outage).
@@ -258,7 +259,7 @@ pub struct Snapshot {
 impl Snapshot {
     /// What a dashboard or a metrics gauge shows: `maintenance` inside a
     /// maintenance window (rather than `open`), otherwise the state's name
-    /// ([`State::as_str`]).
+    /// (as [`State`] prints).
     pub fn status(&self) -> &'static str {
         if self.maintenance.is_some() {
             "maintenance"
@@ -286,13 +287,7 @@ impl Snapshot {
         if self.maintenance.is_some() {
             return 5;
         }
-        match self.state {
-            State::Closed => 0,
-            State::Open => 1,
-            State::HalfOpen => 2,
-            State::ForcedOpen => 3,
-            State::ForcedClosed => 4,
-        }
+        self.state.index() as u8
     }
 }
 

@@ -39,7 +39,7 @@ pub enum State {
 
 impl State {
     /// A short lowercase name, as used in log lines and metrics labels.
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             State::Closed => "closed",
             State::Open => "open",
@@ -49,19 +49,41 @@ impl State {
         }
     }
 
-    /// Whether an operator override holds the breaker in this state.
-    pub const fn is_forced(self) -> bool {
-        matches!(self, State::ForcedOpen | State::ForcedClosed)
+    /// Every state, in the crate's one numbering of them: `ALL[s.index()]`
+    /// is `s`.
+    // Only the Prometheus exposition walks every state.
+    #[cfg_attr(not(feature = "prometheus"), allow(dead_code))]
+    pub(crate) const ALL: [State; 5] = [
+        State::Closed,
+        State::Open,
+        State::HalfOpen,
+        State::ForcedOpen,
+        State::ForcedClosed,
+    ];
+
+    /// The state's number, 0 to 4: its place in [`ALL`](Self::ALL), the
+    /// time-per-state counters' order and
+    /// [`Snapshot::status_gauge`](crate::Snapshot::status_gauge)'s value.
+    pub(crate) const fn index(self) -> usize {
+        match self {
+            State::Closed => 0,
+            State::Open => 1,
+            State::HalfOpen => 2,
+            State::ForcedOpen => 3,
+            State::ForcedClosed => 4,
+        }
     }
 
-    /// Whether calls are currently refused outright in this state.
-    pub const fn is_open(self) -> bool {
-        matches!(self, State::Open | State::ForcedOpen)
+    /// Whether an operator override holds the breaker in this state.
+    pub(crate) const fn is_forced(self) -> bool {
+        matches!(self, State::ForcedOpen | State::ForcedClosed)
     }
 }
 
+/// A short lowercase name, as used in log lines and metrics labels:
+/// `closed`, `open`, `half_open`, `forced_open`, `forced_closed`.
 impl fmt::Display for State {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }

@@ -56,7 +56,9 @@ impl Breaker {
 
     /// How many state changes the breaker keeps for
     /// [`Snapshot::recent_changes`] (`event_log_capacity`).
-    pub fn event_log_capacity(&self) -> usize {
+    // Only the admin endpoint shows it.
+    #[cfg_attr(not(feature = "admin"), allow(dead_code))]
+    pub(crate) fn event_log_capacity(&self) -> usize {
         self.inner.core.lock().machine.settings().event_log_capacity
     }
 
@@ -193,12 +195,12 @@ impl Breaker {
     /// Dropping the subscription unsubscribes.
     ///
     /// The buffer is allocated up front, so `capacity` is limited to
-    /// [`Subscription::MAX_CAPACITY`] (65 536 changes).
+    /// 65 536 changes.
     ///
     /// # Errors
     ///
     /// [`ConfigError::Invalid`] naming `capacity` when it is 0 or above
-    /// [`Subscription::MAX_CAPACITY`].
+    /// 65 536.
     pub fn subscribe(&self, capacity: usize) -> Result<Subscription, ConfigError> {
         // Refused before the list is made: a breaker whose subscriptions
         // were all refused keeps an empty cell.

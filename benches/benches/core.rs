@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkGroup, Criterion, SamplingMode};
 use failsafe::{backoff, failure_policy, CircuitBreaker as _};
-use fusebox::{Breaker, CallPath, Classifier, State};
+use fusebox::{Breaker, CallPath, Classifier, State, Verdict};
 use parking_lot::Mutex;
 use recloser::Recloser;
 
@@ -253,7 +253,7 @@ fn closed_success(c: &mut Criterion) {
     g.bench_function("fusebox_cheapest", |b| b.iter(|| cheap.call(work)));
     g.bench_function("fusebox_cheapest_permit", |b| {
         b.iter(|| match cheap.try_acquire() {
-            Ok(permit) => permit.success(),
+            Ok(permit) => permit.record(Verdict::Success),
             Err(rejected) => panic!("{rejected}"),
         })
     });

@@ -67,7 +67,7 @@ use server::Server;
 use token::Token;
 
 /// The shortest token the endpoint accepts.
-pub const MIN_TOKEN_LEN: usize = 16;
+const MIN_TOKEN_LEN: usize = 16;
 
 /// How the admin endpoint runs.
 ///
@@ -95,7 +95,7 @@ pub struct AdminConfig {
 
 impl AdminConfig {
     /// The endpoint's settings, with the bearer token that mutations must
-    /// present (at least [`MIN_TOKEN_LEN`] bytes; read it from the
+    /// present (at least 16 bytes; read it from the
     /// environment or a secrets file, never from source).
     pub fn new(token: impl AsRef<str>) -> Self {
         let token = token.as_ref();
@@ -161,7 +161,7 @@ impl AdminConfig {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AdminError {
-    /// The token is shorter than [`MIN_TOKEN_LEN`] bytes (or blank).
+    /// The token is shorter than 16 bytes (or blank).
     #[error("the admin token must be at least {min} bytes (got {len})")]
     WeakToken {
         /// Its length, spaces trimmed.

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use fusebox::duration::display;
+use fusebox::fleet::ctl::{check_actor, check_name, check_reason, printable, utc_date};
 use fusebox::fleet::{
-    check_actor, check_name, check_reason, utc_date, AuditEntry, BreakerStatus, Fleet, FleetAdmin,
-    FleetAdminError, FleetTransition, OpenedBy,
+    AuditEntry, BreakerStatus, Fleet, FleetAdmin, FleetAdminError, FleetTransition,
 };
 use serde_json::{json, Value};
 
@@ -318,8 +318,8 @@ fn ms(d: Duration) -> u64 {
     d.as_millis().min(u128::from(u64::MAX)) as u64
 }
 
-fn state(s: fusebox::State) -> &'static str {
-    s.as_str()
+fn state(s: fusebox::State) -> String {
+    s.to_string()
 }
 
 fn status_json(s: &BreakerStatus) -> Value {
@@ -331,7 +331,7 @@ fn status_json(s: &BreakerStatus) -> Value {
         "step": s.step,
         "members": s.members,
         "tripped": s.tripped,
-        "opened_by": s.opened_by.map(OpenedBy::as_str),
+        "opened_by": s.opened_by.map(|o| o.to_string()),
         "lease": s.lease.as_ref().map(|l| json!({
             "holder": l.holder,
             "expires_in_ms": ms(l.expires_in),
@@ -359,26 +359,11 @@ fn audit_json(e: &AuditEntry) -> Value {
         "name": e.name,
         "id": e.id,
         "time_ms": unix_ms(e.time),
-        "kind": e.kind.as_str(),
+        "kind": e.kind.to_string(),
         "actor": e.actor,
         "reason": e.reason,
         "expires_ms": e.expires.map(unix_ms),
     })
-}
-
-/// Text from Redis as a terminal shows it: control characters escaped, so
-/// that nothing written there can move the cursor or forge a row.
-fn printable(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| {
-            let escaped: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
-            escaped
-        })
-        .collect()
 }
 
 /// `by alice for 30s: vendor down`, under an override.
@@ -416,7 +401,7 @@ fn status_table(all: &[BreakerStatus]) -> String {
             s.step,
             s.members,
             s.tripped,
-            s.opened_by.map_or("-", OpenedBy::as_str),
+            s.opened_by.map_or_else(|| "-".into(), |o| o.to_string()),
             lease,
             forced_text(s).unwrap_or_else(|| "-".into())
         );
@@ -435,7 +420,7 @@ fn transition_line(t: &FleetTransition) -> String {
         "{}  {}: {} -> {}{forced}",
         utc_date(SystemTime::now()),
         t.status.name,
-        t.from.map_or("?", state),
+        t.from.map_or_else(|| "?".into(), state),
         state(t.status.state),
     )
 }
@@ -451,7 +436,7 @@ fn audit_table(entries: &[AuditEntry]) -> String {
             "{:<24}  {:<32}  {:<12}  {:<16}  {:<24}  {}",
             utc_date(e.time),
             e.name,
-            e.kind.as_str(),
+            e.kind,
             printable(&e.actor),
             e.expires.map_or_else(|| "-".into(), utc_date),
             printable(&e.reason)
@@ -468,6 +453,7 @@ mod tests {
     fn control_characters_from_redis_are_escaped() {
         assert_eq!(printable("a\nb\u{1b}[2K"), "a\\nb\\u{1b}[2K");
         assert_eq!(printable("vendor «down»"), "vendor «down»");
+        assert_eq!(printable("a\u{202e}b"), "a\\u{202e}b");
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub enum Origin {
 
 /// A lookup's answer from a [`Chain`](super::Chain).
 ///
-/// Check [`origin`](Self::origin) (or [`is_fresh`](Self::is_fresh)) before
+/// Check [`origin`](Self::origin) before
 /// acting on it: a cached answer carries its age, and
 /// [`skipped`](Self::skipped) says, for each link before the one that
 /// answered, why it did not: an incident (refused, failed) reads apart from
@@ -34,7 +34,6 @@ pub enum Origin {
 pub struct Answer<T, E> {
     pub(super) value: T,
     pub(super) link: Inline,
-    pub(super) position: usize,
     pub(super) origin: Origin,
     /// `None` when no link was skipped: a healthy lookup's answer then
     /// drops with one check.
@@ -57,29 +56,10 @@ impl<T, E> Answer<T, E> {
         self.link.as_str()
     }
 
-    /// The answering link's place in the chain, the first being 0.
-    pub fn position(&self) -> usize {
-        self.position
-    }
-
     /// Where the answer came from: a provider, a cache (with its age), or
     /// the static default.
     pub fn origin(&self) -> Origin {
         self.origin
-    }
-
-    /// Whether a provider gave this answer to this lookup.
-    pub fn is_fresh(&self) -> bool {
-        self.origin == Origin::Provider
-    }
-
-    /// How old a cached answer is; `None` for a provider's answer or the
-    /// default.
-    pub fn staleness(&self) -> Option<Duration> {
-        match self.origin {
-            Origin::Cache { age } => Some(age),
-            _ => None,
-        }
     }
 
     /// Every link before the one that answered, in order, with the reason
@@ -105,7 +85,6 @@ pub struct LookupError<E> {
 #[derive(Debug)]
 pub(super) struct Declined<E> {
     pub(super) link: Inline,
-    pub(super) position: usize,
     pub(super) error: E,
 }
 
@@ -115,32 +94,15 @@ impl<E> LookupError<E> {
         self.chain.as_str()
     }
 
-    /// Whether a link said a deterministic "no" (its classifier's
-    /// `Ignore`, an HTTP 404), which stopped the chain: an answer, not an
-    /// outage.
-    pub fn is_declined(&self) -> bool {
-        self.declined.is_some()
-    }
-
     /// The link that said "no" and its error, when one did.
     pub fn declined(&self) -> Option<(&str, &E)> {
         self.declined.as_ref().map(|d| (d.link.as_str(), &d.error))
-    }
-
-    /// The position of the link that said "no", when one did.
-    pub fn declined_position(&self) -> Option<usize> {
-        self.declined.as_ref().map(|d| d.position)
     }
 
     /// Every link that did not answer before the lookup ended, in order
     /// (all of them when none answered and none said "no").
     pub fn skipped(&self) -> &[Skipped<E>] {
         &self.skipped
-    }
-
-    /// The skipped links, owned.
-    pub fn into_skipped(self) -> Vec<Skipped<E>> {
-        self.skipped
     }
 }
 

@@ -23,7 +23,7 @@ use crate::{Breaker, CallError, ConfigError, IsStdError};
 /// The last type parameter is the chain's first link, as in [`Chain`]:
 /// [`Provider<F>`](super::Provider) when it is a provider,
 /// [`Boxed`](super::Boxed) otherwise (the default, and what
-/// [`boxed`](Self::boxed) makes of either). Before the first link, the
+/// [`Chain::boxed`] makes of either). Before the first link, the
 /// builder is a [`ChainStart`].
 ///
 /// # Default
@@ -151,10 +151,6 @@ type Lookup<Q, T, E> = fn(&Q) -> Result<T, E>;
 /// for a provider, [`Boxed`](super::Boxed) for any other link).
 pub struct ChainStart<Q: ?Sized, T, E> {
     name: String,
-    deadline: Option<Duration>,
-    clock: Option<quanta::Clock>,
-    /// A setter used out of place, reported by `build`.
-    misplaced: Option<&'static str>,
     kind: std::marker::PhantomData<Lookup<Q, T, E>>,
 }
 
@@ -162,7 +158,6 @@ impl<Q: ?Sized, T, E> std::fmt::Debug for ChainStart<Q, T, E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ChainStart")
             .field("name", &self.name)
-            .field("deadline", &self.deadline)
             .finish_non_exhaustive()
     }
 }
@@ -171,9 +166,6 @@ impl<Q: ?Sized + 'static, T: 'static, E: 'static> ChainStart<Q, T, E> {
     pub(super) fn new(name: String) -> Self {
         ChainStart {
             name,
-            deadline: None,
-            clock: None,
-            misplaced: None,
             kind: std::marker::PhantomData,
         }
     }
@@ -184,9 +176,9 @@ impl<Q: ?Sized + 'static, T: 'static, E: 'static> ChainStart<Q, T, E> {
             name: self.name,
             lead,
             links: vec![first],
-            deadline: self.deadline,
-            clock: self.clock,
-            misplaced: self.misplaced,
+            deadline: None,
+            clock: None,
+            misplaced: None,
         }
     }
 
@@ -250,51 +242,6 @@ impl<Q: ?Sized + 'static, T: 'static, E: 'static> ChainStart<Q, T, E> {
         T: Clone + Send + Sync,
     {
         self.start(name, Boxed(cache(store)))
-    }
-
-    /// Adds a static default as the first (and so the only) link; see
-    /// [`default_value`](ChainBuilder::default_value) after the first.
-    pub fn default_value(self, name: impl Into<String>, value: T) -> ChainBuilder<Q, T, E>
-    where
-        T: Clone + Send + Sync,
-    {
-        self.start(name, Boxed(default_value(value)))
-    }
-
-    /// Nothing to go on past: `build` reports `continue_past_no`.
-    pub fn continue_past_no(mut self) -> Self {
-        self.misplaced = Some("continue_past_no");
-        self
-    }
-
-    /// See [`ChainBuilder::deadline`].
-    pub fn deadline(mut self, deadline: Duration) -> Self {
-        self.deadline = Some(deadline);
-        self
-    }
-
-    /// See [`ChainBuilder::clock`].
-    pub fn clock(mut self, clock: quanta::Clock) -> Self {
-        self.clock = Some(clock);
-        self
-    }
-
-    /// Fails: a chain needs a link.
-    ///
-    /// # Errors
-    ///
-    /// [`ConfigError`] naming `name` when the chain's name breaks the rules
-    /// of a breaker's name, `continue_past_no` when it was called, and
-    /// otherwise `links`.
-    pub fn build(self) -> Result<Chain<Q, T, E>, ConfigError> {
-        crate::name::check(&self.name)?;
-        if let Some(field) = self.misplaced {
-            return Err(misplaced(field));
-        }
-        Err(ConfigError::Missing {
-            field: "links",
-            why: "a chain needs at least one link to try",
-        })
     }
 }
 
@@ -367,8 +314,8 @@ where
     }
 
     /// Adds a link whose call goes through `breaker` by itself: a
-    /// [`GuardedClient`](crate::http::GuardedClient) request, a
-    /// [`Decorated`](crate::Decorated) call. `f` must call through that
+    /// [`GuardedClient`](crate::http::GuardedClient) request, a function
+    /// that calls [`Breaker::call`]. `f` must call through that
     /// breaker: a refusal (`CallError::Rejected`) skips the link, and a
     /// failure is judged by the breaker's classifier to tell a
     /// deterministic "no" (an HTTP 404) from an outage.
@@ -421,22 +368,6 @@ where
         T: Clone + Send + Sync,
     {
         self.push(name, default_value(value))
-    }
-
-    /// The same builder with its first link behind a box, for a chain
-    /// whose type is written without it (see [`Chain::boxed`]).
-    pub fn boxed(self) -> ChainBuilder<Q, T, E>
-    where
-        L: 'static,
-    {
-        ChainBuilder {
-            name: self.name,
-            lead: self.lead.into_boxed(),
-            links: self.links,
-            deadline: self.deadline,
-            clock: self.clock,
-            misplaced: self.misplaced,
-        }
     }
 
     /// Checks the chain and builds it.

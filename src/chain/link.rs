@@ -14,8 +14,9 @@ use std::time::Duration;
 use super::answer::{Answer, LookupError};
 use super::skip::Skip;
 use super::Chain;
+use crate::classify::ErrorView;
 use crate::last_good::{Kept, LastGood};
-use crate::{Breaker, CallError, ErrorView, IsStdError, Verdict};
+use crate::{Breaker, CallError, IsStdError, Verdict};
 
 /// What one link made of a lookup.
 ///
@@ -264,7 +265,7 @@ impl<Q: ?Sized, T, E> Lead<Q, T, E> for Boxed<Q, T, E> {
 }
 
 /// A closure that goes through `breaker` itself: a guarded HTTP client's
-/// request, a `Decorated` call.
+/// request, a function that calls `Breaker::call`.
 pub(super) struct Guarded<F> {
     pub(super) breaker: Breaker,
     pub(super) f: F,

@@ -23,7 +23,8 @@
 //! failed) from a coverage gap (declined, not cached).
 //!
 //! ```
-//! use fusebox::chain::{Chain, LastGood, Origin};
+//! use fusebox::chain::{Chain, Origin};
+//! use fusebox::last_good::LastGood;
 //! use fusebox::{Breaker, CallPath, Classifier};
 //! use std::{io, time::Duration};
 //!
@@ -93,12 +94,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use crate::last_good::{Kept, LastGood};
 pub use answer::{Answer, LookupError, Origin};
 pub use builder::{ChainBuilder, ChainStart};
 pub use link::{Boxed, Provider};
 pub use skip::{Skip, Skipped, REASONS};
-pub use stats::{ChainSnapshot, ChainStats, LinkSnapshot};
+pub(crate) use stats::ChainStats;
+pub use stats::{ChainSnapshot, LinkSnapshot};
 
 use answer::Declined;
 use link::{Lead, Outcome, Source};
@@ -121,8 +122,8 @@ use crate::name::Inline;
 /// healthy lookup then inlines the breaker's call and the closure, as
 /// `breaker.call(f)` does. A closure's type has no name, so where a chain's
 /// type is written out (a struct field), write `Chain<Q, T, E>`: its first
-/// link is [`Boxed`], which [`boxed`](Self::boxed) (or
-/// [`ChainBuilder::boxed`]) makes of any chain, at the cost of one indirect
+/// link is [`Boxed`], which [`boxed`](Self::boxed) makes of any chain,
+/// at the cost of one indirect
 /// call per lookup. A chain led by anything but a provider is `Boxed` from
 /// the start. Code generic over both takes `L: FirstLink<Q, T, E>`.
 ///
@@ -199,13 +200,11 @@ impl<Q: ?Sized, T, E, L> Chain<Q, T, E, L> {
         self.stats.name.as_str()
     }
 
-    /// The links' names, in the order they are tried.
-    pub fn links(&self) -> impl Iterator<Item = &str> {
-        self.links.iter().map(|l| l.name.as_str())
-    }
-
-    /// The chain's counters, to hand to a registry or read later.
-    pub fn stats(&self) -> ChainStats {
+    /// The chain's counters, for a registry to read without the chain's
+    /// types.
+    // Only a registry (feature `registry`) holds a chain's counters.
+    #[cfg_attr(not(feature = "registry"), allow(dead_code))]
+    pub(crate) fn stats(&self) -> ChainStats {
         ChainStats(Arc::clone(&self.stats))
     }
 
@@ -260,7 +259,6 @@ impl<Q: ?Sized, T, E, L: FirstLink<Q, T, E>> Chain<Q, T, E, L> {
         Answer {
             value,
             link: self.first,
-            position: 0,
             origin: Origin::Provider,
             skipped: None,
         }
@@ -323,7 +321,6 @@ impl<Q: ?Sized, T, E, L: FirstLink<Q, T, E>> Chain<Q, T, E, L> {
                     stats.skips[skip.index()].fetch_add(1, Ordering::Relaxed);
                     skipped.push(Skipped {
                         link: link.name,
-                        position,
                         skip,
                     });
                     continue;
@@ -348,7 +345,6 @@ impl<Q: ?Sized, T, E, L: FirstLink<Q, T, E>> Chain<Q, T, E, L> {
                         chain: self.stats.name,
                         declined: Some(Declined {
                             link: link.name,
-                            position,
                             error,
                         }),
                         skipped,
@@ -367,7 +363,6 @@ impl<Q: ?Sized, T, E, L: FirstLink<Q, T, E>> Chain<Q, T, E, L> {
             return Ok(Answer {
                 value,
                 link: link.name,
-                position,
                 origin,
                 skipped: (!skipped.is_empty()).then_some(skipped),
             });
@@ -387,7 +382,6 @@ impl<Q: ?Sized, T, E, L: FirstLink<Q, T, E>> Chain<Q, T, E, L> {
         self.stats.links[position].skips[skip.index()].fetch_add(1, Ordering::Relaxed);
         skipped.push(Skipped {
             link: self.links[position].name,
-            position,
             skip,
         });
     }

@@ -67,14 +67,6 @@ impl<E> Skip<E> {
         }
     }
 
-    /// The provider's error, if it failed or declined.
-    pub fn error(&self) -> Option<&E> {
-        match self {
-            Skip::Failed(e) | Skip::Declined(e) => Some(e),
-            _ => None,
-        }
-    }
-
     /// A short label, the `reason` of the chain's metrics: `refused`,
     /// `full`, `deadline`, `not_cached`, `too_old`, `failed`, `timed_out`,
     /// `declined`.
@@ -168,7 +160,6 @@ impl<E: StdError + 'static> fmt::Display for Skip<E> {
 #[derive(Debug)]
 pub struct Skipped<E> {
     pub(super) link: Inline,
-    pub(super) position: usize,
     pub(super) skip: Skip<E>,
 }
 
@@ -178,19 +169,9 @@ impl<E> Skipped<E> {
         self.link.as_str()
     }
 
-    /// The link's place in the chain, the first being 0.
-    pub fn position(&self) -> usize {
-        self.position
-    }
-
     /// Why it did not answer.
     pub fn skip(&self) -> &Skip<E> {
         &self.skip
-    }
-
-    /// Why it did not answer, owned.
-    pub fn into_skip(self) -> Skip<E> {
-        self.skip
     }
 }
 

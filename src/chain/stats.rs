@@ -94,16 +94,17 @@ impl LinkSnapshot {
 /// A chain's counters, without its links' closures: what a registry keeps
 /// to report on a chain of any type.
 #[derive(Clone, Debug)]
-pub struct ChainStats(pub(super) Arc<Stats>);
+pub(crate) struct ChainStats(pub(super) Arc<Stats>);
 
 impl ChainStats {
     /// The chain's name.
-    pub fn name(&self) -> &str {
+    #[cfg_attr(not(feature = "registry"), allow(dead_code))]
+    pub(crate) fn name(&self) -> &str {
         self.0.name.as_str()
     }
 
     /// The counts so far.
-    pub fn snapshot(&self) -> ChainSnapshot {
+    pub(crate) fn snapshot(&self) -> ChainSnapshot {
         let s = &self.0;
         ChainSnapshot {
             name: s.name.as_str().to_owned(),

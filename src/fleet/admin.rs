@@ -26,11 +26,11 @@ use crate::fleet::url::RedisUrl;
 use crate::{ConfigError, State};
 
 /// The longest actor accepted, in bytes.
-pub const MAX_ACTOR_LEN: usize = 64;
+pub(crate) const MAX_ACTOR_LEN: usize = 64;
 /// The longest reason accepted, in bytes.
-pub const MAX_REASON_LEN: usize = 512;
+pub(crate) const MAX_REASON_LEN: usize = 512;
 /// The longest override expiry accepted: a year.
-pub const MAX_OVERRIDE: Duration = Duration::from_secs(365 * 24 * 3600);
+pub(crate) const MAX_OVERRIDE: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// What went wrong talking to a fleet. No variant ever holds the Redis URL
 /// (which may hold a password).
@@ -120,7 +120,7 @@ pub struct BreakerStatus {
     /// The probe lease, while one is out.
     pub lease: Option<ProbeLease>,
     /// The operator's override, while one is in force.
-    pub forced: Option<Override>,
+    pub forced: Option<FleetOverride>,
     /// How many agents serve the breaker now (each renews its presence at
     /// every read of it; see [`FleetBuilder::presence`]).
     ///
@@ -176,12 +176,19 @@ impl OpenedBy {
     }
 
     /// `quorum`, `failure_window` or `operator`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             OpenedBy::Quorum => "quorum",
             OpenedBy::FailureWindow => "failure_window",
             OpenedBy::Operator => "operator",
         }
+    }
+}
+
+/// `quorum`, `failure_window` or `operator`, as the metrics label it.
+impl fmt::Display for OpenedBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
     }
 }
 
@@ -195,10 +202,12 @@ pub struct ProbeLease {
     pub expires_in: Duration,
 }
 
-/// An operator's override in force in the fleet.
+/// An operator's override in force in the fleet, as [`BreakerStatus::forced`]
+/// shows it (a registry's `Override` is the request that sets one on a
+/// local breaker).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct Override {
+pub struct FleetOverride {
     /// `ForcedOpen` or `ForcedClosed`.
     pub state: State,
     /// Who set it.
@@ -227,8 +236,8 @@ pub enum AuditKind {
 }
 
 impl AuditKind {
-    /// `force-open`, `force-closed`, `reset` or `expired`.
-    pub fn as_str(self) -> &'static str {
+    /// `force-open`, `force-closed`, `reset`, `expired` or `forget`.
+    fn as_str(self) -> &'static str {
         match self {
             AuditKind::ForceOpen => "force-open",
             AuditKind::ForceClosed => "force-closed",
@@ -250,9 +259,10 @@ impl AuditKind {
     }
 }
 
+/// `force-open`, `force-closed`, `reset`, `expired` or `forget`.
 impl fmt::Display for AuditKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
@@ -320,25 +330,6 @@ impl fmt::Debug for FleetAdmin {
 }
 
 impl FleetAdmin {
-    /// Connects to the Redis at `url` for the fleet under `prefix`, waiting
-    /// at most `timeout` to connect and for every answer. For TLS settings
-    /// (a private CA, a client certificate), Sentinel or a Cluster, use
-    /// [`FleetBuilder::admin`](crate::fleet::FleetBuilder::admin), which
-    /// this calls.
-    ///
-    /// # Errors
-    ///
-    /// [`FleetAdminError::Invalid`] for a bad prefix (as
-    /// [`FleetBuilder::prefix`](crate::fleet::FleetBuilder::prefix)) or a
-    /// zero timeout, [`FleetAdminError::Url`], or
-    /// [`FleetAdminError::Unavailable`].
-    pub fn connect(url: &str, prefix: &str, timeout: Duration) -> Result<Self, FleetAdminError> {
-        crate::fleet::Fleet::builder(url)
-            .prefix(prefix)
-            .timeout(timeout)
-            .admin()
-    }
-
     /// Connects with a client built from a checked URL and TLS settings.
     pub(crate) fn with_client(
         topology: Topology,
@@ -419,11 +410,6 @@ impl FleetAdmin {
             self.broken = true;
         }
         result.map_err(|e| e.scrub(&self.url))
-    }
-
-    /// The prefix of the fleet's keys.
-    pub fn prefix(&self) -> &str {
-        &self.prefix
     }
 
     /// The fleet's state of the breaker `name` (closed, with epoch 0, for a
@@ -801,9 +787,9 @@ impl fmt::Debug for FleetWatch {
 impl FleetWatch {
     /// How many announcements a watch holds before they are read; beyond
     /// that they are dropped and counted in [`missed`](Self::missed).
-    pub const CAPACITY: usize = 1024;
+    pub(crate) const CAPACITY: usize = 1024;
 
-    /// Announcements dropped because [`CAPACITY`](Self::CAPACITY) of them
+    /// Announcements dropped because 1,024 of them
     /// were waiting to be read. A dropped one loses no state: the next
     /// change of that breaker shows its state then.
     pub fn missed(&self) -> u64 {
@@ -903,20 +889,13 @@ fn listen(
     }
 }
 
-/// `t` as a UTC date, `2026-11-30T15:04:05.123Z` (RFC 3339, milliseconds):
-/// how `fusebox-ctl` prints [`AuditEntry::time`] and the admin endpoint its
-/// audit records.
-pub fn utc_date(t: SystemTime) -> String {
-    crate::utc::rfc3339(t)
-}
-
 fn invalid(field: &'static str, rule: &'static str, value: String) -> FleetAdminError {
     FleetAdminError::Invalid(ConfigError::Invalid { field, rule, value })
 }
 
 /// Checks a breaker name against the crate's rules (as
 /// [`Breaker::builder`](crate::Breaker::builder)'s `build()` does), for
-/// tools that check their arguments before they connect.
+/// `fusebox-ctl`, which checks its arguments before it connects.
 ///
 /// # Errors
 ///
@@ -925,7 +904,7 @@ pub fn check_name(name: &str) -> Result<(), ConfigError> {
     crate::name::check(name)
 }
 
-/// Checks an override's actor: not blank, at most [`MAX_ACTOR_LEN`] bytes,
+/// Checks an override's actor: not blank, at most 64 bytes,
 /// no control characters (so that it can forge no log line or table row).
 ///
 /// # Errors
@@ -936,7 +915,7 @@ pub fn check_actor(actor: &str) -> Result<(), ConfigError> {
 }
 
 /// Checks an override's reason: as [`check_actor`], at most
-/// [`MAX_REASON_LEN`] bytes.
+/// 512 bytes.
 ///
 /// # Errors
 ///
@@ -1021,7 +1000,7 @@ fn entry(name: &str, id: String, fields: &[String]) -> Result<AuditEntry, FleetA
 fn status_of(name: &str, view: &View) -> BreakerStatus {
     let left = |until: i64| Duration::from_millis((until - view.now).max(0) as u64);
     let action = &view.action;
-    let forced = action.kind.in_force().then(|| Override {
+    let forced = action.kind.in_force().then(|| FleetOverride {
         state: if action.kind == ActionKind::Open {
             State::ForcedOpen
         } else {

@@ -95,11 +95,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::Sender;
 use parking_lot::Mutex;
 
-pub use admin::utc_date;
 pub use admin::{
-    check_actor, check_name, check_reason, AuditEntry, AuditKind, BreakerStatus, FleetAdmin,
-    FleetAdminError, FleetTransition, FleetWatch, OpenedBy, Override, ProbeLease, MAX_ACTOR_LEN,
-    MAX_OVERRIDE, MAX_REASON_LEN,
+    AuditEntry, AuditKind, BreakerStatus, FleetAdmin, FleetAdminError, FleetOverride,
+    FleetTransition, FleetWatch, OpenedBy, ProbeLease,
 };
 pub use snapshot::{FleetBreaker, FleetSnapshot};
 
@@ -111,6 +109,30 @@ use member::Member;
 use snapshot::Stats;
 use tls::TlsSettings;
 use url::RedisUrl;
+
+/// What the `fusebox-ctl` binary (feature `ctl`) takes from the crate's
+/// own rules and printing, so that a bad argument is a usage error before
+/// anything connects and text from Redis prints as the crate prints it
+/// elsewhere. Not part of the API: no semver promise.
+#[doc(hidden)]
+pub mod ctl {
+    use std::time::SystemTime;
+
+    pub use super::admin::{check_actor, check_name, check_reason};
+
+    /// `t` as a UTC date, `2026-11-30T15:04:05.123Z` (RFC 3339,
+    /// milliseconds), as the admin endpoint prints its audit records.
+    pub fn utc_date(t: SystemTime) -> String {
+        crate::utc::rfc3339(t)
+    }
+
+    /// Text from Redis as a terminal shows it: control characters and
+    /// invisible formatting characters escaped, so that nothing written
+    /// there can move the cursor, forge a row or read other than it is.
+    pub fn printable(text: &str) -> String {
+        crate::text::Shown::cut(text, usize::MAX).to_string()
+    }
+}
 
 /// The Rust example of `docs/fleet.md`, compiled as a doctest.
 #[cfg(doctest)]
@@ -367,7 +389,9 @@ impl Fleet {
     }
 
     /// The prefix of this fleet's keys.
-    pub fn prefix(&self) -> &str {
+    // Only a registry (feature `registry`) names its fleets.
+    #[cfg_attr(not(feature = "registry"), allow(dead_code))]
+    pub(crate) fn prefix(&self) -> &str {
         &self.settings.prefix
     }
 

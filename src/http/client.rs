@@ -149,11 +149,6 @@ impl GuardedClient {
         &self.breaker
     }
 
-    /// The agent. Requests made on it directly bypass the breaker.
-    pub fn agent(&self) -> &Agent {
-        &self.agent
-    }
-
     /// The longest a call through this client can take: the agent's
     /// timeout, as checked by [`new`](Self::new). Every request is bound
     /// by it, whatever its own configuration says (see
@@ -246,13 +241,13 @@ impl GuardedClient {
         };
         let error = match send().and_then(|r| read_body(r, self.max_body)) {
             Ok(response) if response.status().as_u16() < 400 => {
-                permit.success();
+                permit.record(Verdict::Success);
                 return Ok(response);
             }
             Ok(response) => Error::Status(Box::new(response)),
             Err(e) => Error::from_ureq(e),
         };
-        let view = crate::ErrorView::of_error(&error);
+        let view = crate::classify::ErrorView::of_error(&error);
         let verdict = self.breaker.classifier().classify_view(view);
         permit.record_failed::<Error>(verdict, view);
         Err(Failure {
@@ -474,7 +469,7 @@ impl GuardedRequest<'_, WithoutBody> {
         let key = self.key();
         let client = self.client;
         let request = self.bounded();
-        cache.serve(key, client.execute(|| request.call()))
+        super::fallback::serve(cache, key, client.execute(|| request.call()))
     }
 }
 

@@ -84,7 +84,7 @@ impl StdError for Error {
 }
 
 /// What an `https` call on an agent without TLS says, fix included.
-/// At most `FailureCause::MAX_MESSAGE` bytes, so that it is kept whole.
+/// At most 240 bytes, a failure cause's longest message, so that it is kept whole.
 const NO_TLS: &str = "no TLS for an https URL: build fusebox with its `rustls` feature (a default \
      feature, off under `default-features = false`) or `native-tls`, or give the agent's own \
      connector chain a TLS connector";

@@ -16,6 +16,6 @@ impl Failure {
     /// vendor failed. A request the vendor answered with "no" (a 4xx) is
     /// not papered over with an old "yes".
     pub(super) fn vendor_unavailable(&self) -> bool {
-        self.error.is_rejected() || self.verdict != Verdict::Ignore
+        self.error.rejected().is_some() || self.verdict != Verdict::Ignore
     }
 }

@@ -78,7 +78,7 @@ pub use ureq;
 pub use classifier::{classifier, HttpClassifier, TooManyRequests};
 pub use client::{GuardedClient, GuardedRequest};
 pub use error::{AgentError, Error};
-pub use fallback::{Freshness, LastKnownGood, Served, StaleReason, Unavailable};
+pub use fallback::{LastKnownGood, Served, StaleReason, Unavailable};
 
 /// A response with its body read into memory, as the guarded client
 /// returns it.

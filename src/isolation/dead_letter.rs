@@ -38,7 +38,7 @@ use crate::{Breaker, CallError, ConfigError, Rejected, State};
 ///   emit's own memory is freed when it leaves.
 ///
 /// ```
-/// use fusebox::isolation::DeadLetters;
+/// use fusebox::isolation::{DeadLetters, Emitted};
 /// use fusebox::{Breaker, CallPath, Classifier};
 ///
 /// let breaker = Breaker::builder("audit")
@@ -56,7 +56,7 @@ use crate::{Breaker, CallError, ConfigError, Rejected, State};
 /// let sent = letters.emit(&breaker, 1, "fill 42".to_string(), |msg| {
 ///     Ok::<_, std::io::Error>(println!("{msg}"))
 /// });
-/// assert!(!sent.unwrap().was_sent());
+/// assert!(matches!(sent, Ok(Emitted::Buffered { .. })));
 /// assert_eq!(letters.snapshot().depth, 1);
 ///
 /// breaker.reset("ops", "vendor back");
@@ -121,7 +121,7 @@ struct Counts {
 }
 
 /// The most priorities a buffer can have.
-pub const MAX_PRIORITIES: u8 = 64;
+pub(crate) const MAX_PRIORITIES: u8 = 64;
 
 /// Settings for [`DeadLetters`], checked by [`build`](Self::build).
 ///
@@ -155,7 +155,7 @@ impl DeadLettersBuilder {
     }
 
     /// How many priorities, `0..n`; a higher number is more important.
-    /// From 1 to [`MAX_PRIORITIES`].
+    /// From 1 to 64.
     pub fn priorities(mut self, n: u8) -> Self {
         self.priorities = n;
         self
@@ -330,13 +330,6 @@ pub enum Emitted<T, E> {
         /// The emit shed to make room, if one was.
         shed: Option<Shed<T>>,
     },
-}
-
-impl<T, E> Emitted<T, E> {
-    /// Whether the emit went out now.
-    pub fn was_sent(&self) -> bool {
-        matches!(self, Emitted::Sent)
-    }
 }
 
 /// What one [`DeadLetters::replay`] did.

@@ -13,7 +13,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::error::{at_least_one, settle, BuildError, Full, IsolationError, Layer, TimedOut};
-use crate::{ConfigError, Permit};
+use crate::{ConfigError, Permit, Verdict};
 
 /// A few worker threads for one dependency whose calls cannot be timed out
 /// themselves (a vendor SDK with no timeout), so that the caller waits at
@@ -226,7 +226,7 @@ impl DeadlinePool {
     }
 
     /// The deadline callers wait for by default.
-    pub fn deadline(&self) -> Duration {
+    pub(crate) fn deadline(&self) -> Duration {
         self.inner.deadline
     }
 
@@ -249,19 +249,19 @@ impl DeadlinePool {
         let pending = match self.submit(f) {
             Ok(pending) => pending,
             Err(full) => {
-                permit.ignore();
+                permit.record(Verdict::Ignore);
                 return Err(IsolationError::Full(full));
             }
         };
         match pending.wait(deadline) {
             Waited::Returned(result) => settle(permit, result),
             Waited::Panicked(payload) => {
-                permit.failure();
+                permit.record(Verdict::Failure);
                 resume_unwind(payload)
             }
             Waited::TimedOut(t) => {
                 // Known to be slow now, before it returns.
-                permit.failure();
+                permit.record(Verdict::Failure);
                 Err(IsolationError::TimedOut(t))
             }
         }

@@ -52,7 +52,7 @@ pub use bulkhead::{
 };
 pub use dead_letter::{
     DeadLetterSnapshot, DeadLetters, DeadLettersBuilder, Emitted, PrioritySnapshot, Refused,
-    RefusedBecause, Replay, ReplayStop, Shed, MAX_PRIORITIES,
+    RefusedBecause, Replay, ReplayStop, Shed,
 };
 pub use deadline::{DeadlinePool, DeadlinePoolBuilder, DeadlinePoolSnapshot};
 pub use error::{BuildError, Full, IsolationError, Layer, TimedOut};

@@ -159,15 +159,6 @@ use prometheus_client::registry::Unit;
 use crate::registry::Registry;
 use crate::{Snapshot, State};
 
-/// Every state, in gauge order.
-const STATES: [State; 5] = [
-    State::Closed,
-    State::Open,
-    State::HalfOpen,
-    State::ForcedOpen,
-    State::ForcedClosed,
-];
-
 /// A `prometheus-client` collector that reads a [`Registry`]'s snapshots at
 /// each scrape. Register it with
 /// `prometheus_client::registry::Registry::register_collector`, or call
@@ -326,7 +317,7 @@ fn breakers(registry: &Registry, encoder: &mut DescriptorEncoder<'_>) -> Result<
             MetricType::Gauge,
         )?;
         for row in &rows {
-            for state in STATES {
+            for state in State::ALL {
                 let [b, p] = row.labels();
                 let labels = [b, p, ("state", state.as_str())];
                 m.encode_family(&labels)?
@@ -425,7 +416,7 @@ fn breakers(registry: &Registry, encoder: &mut DescriptorEncoder<'_>) -> Result<
             MetricType::Counter,
         )?;
         for row in &rows {
-            for state in STATES {
+            for state in State::ALL {
                 let [b, c] = row.labels();
                 let labels = [b, c, ("state", state.as_str())];
                 let seconds = row.snap.state_times.get(state).as_secs_f64();

@@ -12,7 +12,7 @@ use crate::ConfigError;
 
 /// The most maintenance windows a breaker holds: those given to the builder
 /// and those declared since, less the ones that have ended.
-pub const MAX_WINDOWS: usize = 64;
+pub(crate) const MAX_WINDOWS: usize = 64;
 
 /// Where a maintenance window declared on a running breaker ends (see
 /// [`Breaker::declare_maintenance`](crate::Breaker::declare_maintenance)).

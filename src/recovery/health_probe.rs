@@ -57,11 +57,6 @@ impl HealthProbe {
         }
     }
 
-    /// How long the probe may take before it is abandoned as failed.
-    pub fn deadline(&self) -> Duration {
-        self.deadline
-    }
-
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         check(
             "health_probe",

@@ -29,7 +29,7 @@ pub enum Action {
 
 impl Action {
     /// A short lowercase name, as in the admin endpoint's paths.
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             Action::ForceOpen => "force-open",
             Action::ForceClosed => "force-closed",
@@ -41,9 +41,11 @@ impl Action {
     }
 }
 
+/// A short lowercase name, as in the admin endpoint's paths: `force-open`,
+/// `force-closed`, `reset`, `maintenance`, `remove` or `replace`.
 impl fmt::Display for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 

@@ -7,7 +7,7 @@ use std::fmt;
 use parking_lot::RwLock;
 
 use super::{Registry, RegistryError};
-use crate::chain::{ChainSnapshot, ChainStats};
+use crate::chain::{Chain, ChainSnapshot, ChainStats};
 
 /// The chains a registry reports on.
 #[derive(Default)]
@@ -22,14 +22,18 @@ impl fmt::Debug for Chains {
 }
 
 impl Registry {
-    /// Adds a chain's counters ([`Chain::stats`](crate::chain::Chain::stats))
-    /// under the chain's name, for metrics: answers and skips by reason,
-    /// per link.
+    /// Adds a chain's counters under the chain's name, for metrics:
+    /// answers and skips by reason, per link. The registry keeps the
+    /// counters only, not the chain and its providers.
     ///
     /// # Errors
     ///
     /// [`RegistryError::Conflict`] if a chain by that name is registered.
-    pub fn register_chain(&self, chain: ChainStats) -> Result<(), RegistryError> {
+    pub fn register_chain<Q: ?Sized, T, E, L>(
+        &self,
+        chain: &Chain<Q, T, E, L>,
+    ) -> Result<(), RegistryError> {
+        let chain = chain.stats();
         let mut all = self.inner.chains.0.write();
         if all.contains_key(chain.name()) {
             return Err(RegistryError::Conflict {

@@ -53,7 +53,7 @@ use crate::{Breaker, BreakerConfig, Snapshot};
 use audit::Trail;
 
 /// How many overrides a registry remembers by default.
-pub const DEFAULT_AUDIT_CAPACITY: usize = 256;
+const DEFAULT_AUDIT_CAPACITY: usize = 256;
 
 /// A set of named breakers, made from named templates or registered from
 /// outside. See the [module docs](self).
@@ -146,26 +146,10 @@ impl Override {
         self.expires_after = Some(lasting);
         self
     }
-
-    /// How long a forced state lasts, if it ends by itself.
-    pub fn expiry(&self) -> Option<Duration> {
-        self.expires_after
-    }
-
-    /// Who asked.
-    pub fn actor(&self) -> &str {
-        &self.actor
-    }
-
-    /// Why.
-    pub fn reason(&self) -> &str {
-        &self.reason
-    }
 }
 
 impl Registry {
-    /// An empty registry that remembers the last
-    /// [`DEFAULT_AUDIT_CAPACITY`] overrides.
+    /// An empty registry that remembers the last 256 overrides.
     pub fn new() -> Self {
         Self::default()
     }

@@ -24,7 +24,7 @@ use crate::ConfigError;
 /// | `deadline` | none |
 /// | `max_retry_after` | 5 s (longest wait taken from a breaker or a vendor) |
 /// | `budget` | none |
-/// | `sleeper` | [`ThreadSleeper`] |
+/// | `sleeper` | `std::thread::sleep` |
 /// | `clock` | a real `quanta::Clock` (the deadline's) |
 pub struct RetryPolicyBuilder {
     idempotent: Option<bool>,
@@ -128,7 +128,7 @@ impl RetryPolicyBuilder {
         self
     }
 
-    /// How the policy waits: [`ThreadSleeper`] by default; a closure that
+    /// How the policy waits: `std::thread::sleep` by default; a closure that
     /// moves the mock clock in tests.
     pub fn sleeper(mut self, sleeper: impl Sleeper + 'static) -> Self {
         self.sleeper = Box::new(sleeper);

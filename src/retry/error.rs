@@ -56,11 +56,6 @@ impl<E> RetryError<E> {
         &self.error
     }
 
-    /// The last attempt's error, owned.
-    pub fn into_error(self) -> E {
-        self.error
-    }
-
     /// Attempts that called the provider (refusals are not attempts).
     pub fn attempts(&self) -> u32 {
         self.attempts

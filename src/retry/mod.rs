@@ -7,7 +7,7 @@
 //!
 //! - treats a **refusal as terminal for the attempt**, whether the
 //!   breaker refused or the call's error holds the refusal of a breaker
-//!   it goes through ([`ErrorView::is_refusal`](crate::ErrorView::is_refusal)):
+//!   it goes through ([`Rejected::in_chain`](crate::Rejected::in_chain)):
 //!   it waits out the refusal's `retry_after` when that fits
 //!   `max_retry_after` and the deadline, or gives up at once; a refusal is
 //!   never counted as a failed attempt against the vendor, and waiting one
@@ -74,10 +74,12 @@ use parking_lot::Mutex;
 pub use budget::RetryBudget;
 pub use builder::RetryPolicyBuilder;
 pub use error::{GaveUp, RetryError};
-pub use sleeper::{Sleeper, ThreadSleeper};
+pub use sleeper::Sleeper;
+use sleeper::ThreadSleeper;
 
 use crate::backoff::Rng;
-use crate::{Breaker, CallError, ErrorView, IsStdError, Verdict};
+use crate::classify::ErrorView;
+use crate::{Breaker, CallError, IsStdError, Verdict};
 
 /// Retries a call through a breaker (or a chain lookup) by the rules of the
 /// [module docs](self). Built with [`RetryPolicy::builder`]; cheap to clone
@@ -207,7 +209,7 @@ impl RetryPolicy {
     {
         self.run(|| match chain.lookup(query) {
             Ok(answer) => Step::Done(answer),
-            Err(e) if e.is_declined() => Step::Final(e),
+            Err(e) if e.declined().is_some() => Step::Final(e),
             Err(e) if e.skipped().iter().all(|s| s.skip().nothing_attempted()) => {
                 // The first link a breaker will admit again; a cache that
                 // missed or a full bulkhead gives no time to wait for.

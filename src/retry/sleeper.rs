@@ -5,7 +5,8 @@ use std::time::Duration;
 
 /// How a [`RetryPolicy`](super::RetryPolicy) waits between attempts.
 ///
-/// Production uses [`ThreadSleeper`] (`std::thread::sleep`). A test passes
+/// Production uses `std::thread::sleep` (any `Fn(Duration)` is a sleeper,
+/// `std::thread::sleep` included). A test passes
 /// a closure that moves the mock clock instead, so that a retry loop runs
 /// on the mock clock without sleeping and every attempt's time is exact:
 ///
@@ -27,9 +28,9 @@ pub trait Sleeper: Send + Sync {
     fn sleep(&self, duration: Duration);
 }
 
-/// Sleeps the calling thread with `std::thread::sleep`.
+/// Sleeps the calling thread with `std::thread::sleep`: the default.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct ThreadSleeper;
+pub(crate) struct ThreadSleeper;
 
 impl Sleeper for ThreadSleeper {
     fn sleep(&self, duration: Duration) {

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 #[cfg(feature = "calendar")]
 pub use crate::recovery::calendar::MONDAY_TO_FRIDAY;
-pub use crate::recovery::declare::{WindowEnd, MAX_WINDOWS};
+pub use crate::recovery::declare::WindowEnd;
 pub use crate::recovery::health_probe::HealthProbe;
 pub use crate::recovery::schedule::{Deadlines, MaintenanceWindow, WallClock};
 /// The `jiff` crate, whose civil times, dates, weekdays and zones the

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use fusebox::{Breaker, State};
+use fusebox::{Breaker, State, Verdict};
 use quanta::Mock;
 
 use crate::support::breaker::*;
@@ -53,7 +53,7 @@ fn outage(b: &Breaker, mock: &Mock, probes: usize) -> Vec<Duration> {
             .try_acquire()
             .expect("the probe goes at the end of the period");
         assert!(probe.is_probe());
-        probe.failure();
+        probe.record(Verdict::Failure);
         periods.push(wait_out(b, mock));
     }
     periods
@@ -113,7 +113,7 @@ fn an_expired_probe_escalates_like_a_failed_one() {
 fn returns_to_base_once_closed() {
     let (b, mock) = escalating(SEC, 2.0, 60 * SEC, 0.0, 0);
     assert_eq!(outage(&b, &mock, 3), secs(&[1.0, 2.0, 4.0, 8.0]));
-    b.try_acquire().unwrap().success();
+    b.try_acquire().unwrap().record(Verdict::Success);
     assert_eq!(b.state(), State::Closed);
     assert_eq!(b.snapshot().open_duration, Duration::ZERO);
     assert_eq!(outage(&b, &mock, 2), secs(&[1.0, 2.0, 4.0]));
@@ -135,7 +135,7 @@ fn jitter_shortens_each_period_by_at_most_its_ratio() {
                 );
                 cut.push(1.0 - period.as_secs_f64() / nominal.as_secs_f64());
             }
-            b.try_acquire().unwrap().success();
+            b.try_acquire().unwrap().record(Verdict::Success);
         }
         // The draws spread over the allowed range rather than sitting at
         // one end of it.
@@ -159,7 +159,7 @@ fn the_same_seed_gives_the_same_open_periods() {
         let mut all = Vec::new();
         for _ in 0..10 {
             all.extend(outage(&b, &mock, 4));
-            b.try_acquire().unwrap().success();
+            b.try_acquire().unwrap().record(Verdict::Success);
         }
         all
     };

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 
-use fusebox::{Breaker, Permit, State, StateChange};
+use fusebox::{Breaker, Permit, State, StateChange, Verdict};
 
 use crate::support::breaker::*;
 
@@ -85,9 +85,9 @@ fn sixty_four_threads_at_the_end_of_the_open_period_admit_exactly_one_probe() {
             );
             let p = probe.lock().unwrap().take().expect("the probe was held");
             if round % 2 == 0 {
-                p.failure();
+                p.record(Verdict::Failure);
             } else {
-                p.success();
+                p.record(Verdict::Success);
                 assert_eq!(b.state(), State::Closed);
                 fail(&b).unwrap_err();
             }
@@ -362,7 +362,7 @@ fn a_success_counted_without_the_lock_never_lands_in_a_later_generation() {
                     let permits: Vec<_> = (0..PERMITS).map(|_| b.try_acquire().unwrap()).collect();
                     go.wait();
                     for p in permits {
-                        p.success();
+                        p.record(Verdict::Success);
                     }
                 });
             }
@@ -378,7 +378,7 @@ fn a_success_counted_without_the_lock_never_lands_in_a_later_generation() {
                 }
                 assert_eq!(b.state(), State::Open);
                 mock.increment(SEC);
-                b.try_acquire().expect("the probe").success();
+                b.try_acquire().expect("the probe").record(Verdict::Success);
             }
         });
         assert_eq!(b.state(), State::Closed);

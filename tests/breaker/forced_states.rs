@@ -158,6 +158,5 @@ fn force_open_and_force_closed_replace_each_other() {
     assert!(succeed(&b).is_err());
     b.force_closed("carol", "c");
     assert_eq!(succeed(&b).unwrap(), 7);
-    assert_eq!(State::ForcedClosed.as_str(), "forced_closed");
-    assert!(State::ForcedClosed.is_forced() && !State::ForcedClosed.is_open());
+    assert_eq!(State::ForcedClosed.to_string(), "forced_closed");
 }

@@ -3,7 +3,7 @@
 
 use std::sync::mpsc;
 
-use fusebox::{Breaker, Reason, State};
+use fusebox::{Breaker, Reason, State, Verdict};
 
 use crate::support::breaker::*;
 
@@ -40,7 +40,7 @@ fn refuses_the_probe_one_nanosecond_early_and_admits_it_on_time() {
     mock.increment(NS);
     let probe = b.try_acquire().expect("admitted at exactly open_duration");
     assert!(probe.is_probe());
-    probe.success();
+    probe.record(Verdict::Success);
     assert_eq!(b.state(), State::Closed);
 }
 
@@ -61,7 +61,7 @@ fn refuses_second_probe_while_first_is_out() {
         mock.increment(100 * MS);
     }
     assert_eq!(b.snapshot().probes_in_flight, 1);
-    probe.success();
+    probe.record(Verdict::Success);
     assert_eq!(b.state(), State::Closed);
     succeed(&b).unwrap();
 }
@@ -75,15 +75,15 @@ fn admits_half_open_max_calls_probes_at_once() {
     assert!(probes.iter().all(|p| p.is_probe()));
     assert_eq!(b.try_acquire().unwrap_err().state(), State::HalfOpen);
     let mut probes = probes.into_iter();
-    probes.next().unwrap().ignore();
+    probes.next().unwrap().record(Verdict::Ignore);
     // The freed slot takes one more probe, and only one.
     let fourth = b.try_acquire().unwrap();
     assert!(b.try_acquire().is_err());
-    fourth.success();
+    fourth.record(Verdict::Success);
     assert_eq!(b.state(), State::Closed);
     // The others are stale now: their failures decide nothing.
     for p in probes {
-        p.failure();
+        p.record(Verdict::Failure);
     }
     assert_eq!(b.state(), State::Closed);
     assert_eq!(b.snapshot().consecutive_failures, 0);
@@ -136,7 +136,7 @@ fn an_ignored_probe_frees_the_slot_without_deciding() {
     // The next caller is the probe.
     let probe = b.try_acquire().unwrap();
     assert!(probe.is_probe());
-    probe.success();
+    probe.record(Verdict::Success);
     assert_eq!(b.state(), State::Closed);
 }
 
@@ -185,7 +185,7 @@ fn a_probe_held_by_a_hung_thread_expires_and_its_late_answer_decides_nothing() {
             admitted_tx.send(probe.is_probe()).unwrap();
             // Hangs until the test lets it go, then reports success.
             release_rx.recv().unwrap();
-            probe.success();
+            probe.record(Verdict::Success);
         });
         assert!(admitted_rx.recv().unwrap(), "the thread holds the probe");
         assert_eq!(refused(succeed(&b)).state(), State::HalfOpen);
@@ -204,7 +204,7 @@ fn a_probe_held_by_a_hung_thread_expires_and_its_late_answer_decides_nothing() {
             "the late success decided nothing"
         );
         assert_eq!(b.snapshot().probes_in_flight, 1);
-        probe.failure();
+        probe.record(Verdict::Failure);
         assert_eq!(b.state(), State::Open);
         assert_eq!(b.snapshot().retry_after, Some(40 * SEC));
     });
@@ -220,7 +220,7 @@ fn a_probe_that_answers_after_max_probe_duration_counts_as_failed() {
     mock.increment(10 * SEC);
     let probe = b.try_acquire().unwrap();
     mock.increment(5 * SEC);
-    probe.success();
+    probe.record(Verdict::Success);
     assert_eq!(b.state(), State::Open);
     assert_eq!(last_reason(&b), Reason::ProbeExpired);
     assert_eq!(b.snapshot().retry_after, Some(20 * SEC));
@@ -233,7 +233,7 @@ fn a_probe_that_answers_just_in_time_decides() {
     mock.increment(10 * SEC);
     let probe = b.try_acquire().unwrap();
     mock.increment(5 * SEC - NS);
-    probe.success();
+    probe.record(Verdict::Success);
     assert_eq!(b.state(), State::Closed);
 }
 
@@ -245,12 +245,12 @@ fn a_stale_closed_permit_does_not_decide_in_half_open() {
     trip(&b, 1);
     mock.increment(10 * SEC);
     let probe = b.try_acquire().unwrap();
-    early.success();
+    early.record(Verdict::Success);
     assert_eq!(b.state(), State::HalfOpen);
     assert_eq!(b.snapshot().probes_in_flight, 1);
     let totals = b.snapshot().totals;
     assert_eq!((totals.calls, totals.successes), (2, 1));
-    probe.failure();
+    probe.record(Verdict::Failure);
     assert_eq!(b.state(), State::Open);
 }
 
@@ -278,7 +278,7 @@ fn an_on_time_probe_does_not_close_it_while_another_probe_is_past_its_deadline()
     let second = b.try_acquire().unwrap();
     mock.increment(SEC);
     // The first probe has now been out for max_probe_duration: it failed.
-    second.success();
+    second.record(Verdict::Success);
     assert_eq!(b.state(), State::Open);
     assert_eq!(last_reason(&b), Reason::ProbeExpired);
 }

@@ -1682,9 +1682,9 @@ fn run(cfg: &Cfg, ops: &[Op]) -> Result<(), TestCaseError> {
                     match settle {
                         Settle::Report(kind) => {
                             match kind {
-                                Kind::Success => permit.success(),
-                                Kind::Failure => permit.failure(),
-                                Kind::Ignore => permit.ignore(),
+                                Kind::Success => permit.record(Verdict::Success),
+                                Kind::Failure => permit.record(Verdict::Failure),
+                                Kind::Ignore => permit.record(Verdict::Ignore),
                                 Kind::BadValue => {
                                     permit.finish(&Ok::<u32, DepError>(2));
                                 }

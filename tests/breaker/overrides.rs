@@ -5,7 +5,7 @@ use std::cell::Cell;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fusebox::{Breaker, Reason, State, StateChange};
+use fusebox::{Breaker, Reason, State, StateChange, Verdict};
 
 use crate::support::breaker::*;
 
@@ -79,7 +79,7 @@ fn force_open_from_every_state_refuses_everything_and_never_probes() {
         assert_eq!(last.reason.actor(), Some("alice"));
         // A probe that was out when it was forced open decides nothing.
         if let Some(p) = held_probe {
-            p.success();
+            p.record(Verdict::Success);
         }
         let invoked = Cell::new(0);
         for _ in 0..5 {
@@ -184,8 +184,8 @@ fn stragglers_from_before_a_reset_decide_nothing() {
     mock.increment(SEC);
     let probe = b.try_acquire().unwrap();
     b.reset("bob", "manual");
-    probe.failure();
-    closed_permit.failure();
+    probe.record(Verdict::Failure);
+    closed_permit.record(Verdict::Failure);
     assert_eq!(b.state(), State::Closed, "stale failures do not re-open it");
     let s = b.snapshot();
     assert_eq!(s.consecutive_failures, 0);

@@ -446,7 +446,7 @@ fn half_open_max_probes_caps_the_probes_of_a_whole_half_open_period() {
             .half_open_max_probes(2)
     });
     let first = b.try_acquire().unwrap();
-    first.ignore();
+    first.record(Verdict::Ignore);
     let p1 = b
         .try_acquire()
         .expect("an ignored probe gives its place back");
@@ -460,14 +460,14 @@ fn half_open_max_probes_caps_the_probes_of_a_whole_half_open_period() {
     );
     assert_eq!(rej.retry_after(), Some(4 * SEC));
     assert!(!b.would_permit());
-    p1.success();
+    p1.record(Verdict::Success);
     let rej = b.try_acquire().unwrap_err();
     assert_eq!(
         rej.state(),
         State::HalfOpen,
         "a decided probe does not give its place back"
     );
-    p2.success();
+    p2.record(Verdict::Success);
     assert_eq!(b.state(), State::Closed);
 }
 
@@ -482,11 +482,11 @@ fn half_open_judged_by_a_rate_closes_below_it() {
     let probes: Vec<_> = (0..4).map(|_| b.try_acquire().unwrap()).collect();
     assert!(b.try_acquire().is_err(), "the round is four probes");
     let mut probes = probes.into_iter();
-    probes.next().unwrap().failure();
-    probes.next().unwrap().success();
-    probes.next().unwrap().success();
+    probes.next().unwrap().record(Verdict::Failure);
+    probes.next().unwrap().record(Verdict::Success);
+    probes.next().unwrap().record(Verdict::Success);
     assert_eq!(b.state(), State::HalfOpen, "2 of 4 could still fail");
-    probes.next().unwrap().success();
+    probes.next().unwrap().record(Verdict::Success);
     assert_eq!(b.state(), State::Closed);
     assert_eq!(reason(&b), Reason::ProbeSucceeded { successes: 3 });
 }
@@ -501,10 +501,10 @@ fn half_open_judged_by_a_rate_reopens_as_soon_as_the_rate_is_certain() {
     });
     let probes: Vec<_> = (0..4).map(|_| b.try_acquire().unwrap()).collect();
     let mut probes = probes.into_iter();
-    probes.next().unwrap().success();
-    probes.next().unwrap().failure();
+    probes.next().unwrap().record(Verdict::Success);
+    probes.next().unwrap().record(Verdict::Failure);
     assert_eq!(b.state(), State::HalfOpen);
-    probes.next().unwrap().failure();
+    probes.next().unwrap().record(Verdict::Failure);
     assert_eq!(
         b.state(),
         State::Open,
@@ -527,7 +527,7 @@ fn a_half_open_refusal_says_when_the_probe_out_reaches_its_deadline() {
     let rej = b.try_acquire().unwrap_err();
     assert_eq!(rej.state(), State::HalfOpen);
     assert_eq!(rej.retry_after(), Some(3 * SEC));
-    probe.success();
+    probe.record(Verdict::Success);
 }
 
 #[test]
@@ -543,13 +543,13 @@ fn counted_calls_in_flight_are_those_admitted_and_not_reported() {
     let c = b.try_acquire_owned().unwrap();
     succeed(&b).unwrap();
     assert_eq!(b.snapshot().calls_in_flight, Some(2));
-    a.success();
+    a.record(Verdict::Success);
     assert_eq!(
         b.snapshot().calls_in_flight,
         Some(1),
         "a success reports under the lock"
     );
-    c.failure();
+    c.record(Verdict::Failure);
     assert_eq!(b.state(), State::Open);
     refused(succeed(&b));
     assert_eq!(

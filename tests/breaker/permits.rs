@@ -38,7 +38,7 @@ fn an_owned_permit_outlives_the_breaker_handle_it_came_from() {
         let handle = b;
         handle.try_acquire_owned().unwrap()
     };
-    permit.failure();
+    permit.record(Verdict::Failure);
     assert_eq!(watcher.state(), State::Open);
 }
 
@@ -56,10 +56,12 @@ fn an_owned_probe_decides_the_half_open_state() {
     let (b, mock) = consecutive(1);
     trip(&b, 1);
     mock.increment(10 * SEC);
-    let probe = b.try_acquire().unwrap().into_owned();
+    let probe = b.try_acquire_owned().unwrap();
     assert!(probe.is_probe());
     assert!(refused(succeed(&b)).state() == State::HalfOpen);
-    thread::spawn(move || probe.success()).join().unwrap();
+    thread::spawn(move || probe.record(Verdict::Success))
+        .join()
+        .unwrap();
     assert_eq!(b.state(), State::Closed);
 }
 
@@ -139,7 +141,7 @@ fn would_permit_answers_for_each_state() {
     );
     let probe = b.try_acquire().unwrap();
     assert!(!b.would_permit(), "half-open, the one probe is out");
-    probe.success();
+    probe.record(Verdict::Success);
     assert!(b.would_permit(), "closed again");
     b.force_open("ops", "maintenance");
     assert!(!b.would_permit(), "forced open");
@@ -161,7 +163,7 @@ fn would_permit_never_consumes_a_probe_nor_moves_the_state() {
     assert_eq!(counters(&after), counters(&before));
     let probe = b.try_acquire().expect("the probe is still there");
     assert!(probe.is_probe());
-    probe.success();
+    probe.record(Verdict::Success);
     assert_eq!(b.state(), State::Closed);
 }
 
@@ -231,9 +233,9 @@ fn holding(token: &std::sync::Arc<()>) -> Breaker {
 fn an_owned_permit_that_reports_lets_the_breaker_be_freed() {
     let token = std::sync::Arc::new(());
     let b = holding(&token);
-    b.try_acquire_owned().unwrap().success();
-    b.try_acquire_owned().unwrap().failure();
-    b.try_acquire_owned().unwrap().ignore();
+    b.try_acquire_owned().unwrap().record(Verdict::Success);
+    b.try_acquire_owned().unwrap().record(Verdict::Failure);
+    b.try_acquire_owned().unwrap().record(Verdict::Ignore);
     let answer: Result<u32, DepError> = Err(DepError::Outage(Outage));
     b.try_acquire_owned().unwrap().finish(&answer);
     b.try_acquire_owned().unwrap().finish_any(&answer);

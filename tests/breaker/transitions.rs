@@ -4,7 +4,7 @@
 use std::cell::Cell;
 use std::time::Duration;
 
-use fusebox::{Reason, State};
+use fusebox::{Reason, State, Verdict};
 
 use crate::support::breaker::*;
 
@@ -303,7 +303,7 @@ fn open_becomes_half_open_on_the_first_call_after_the_open_period() {
     assert_eq!(b.state(), State::HalfOpen);
     assert_eq!(last_reason(&b), Reason::OpenPeriodElapsed);
     assert_eq!(b.snapshot().probes_in_flight, 1);
-    permit.success();
+    permit.record(Verdict::Success);
 }
 
 #[test]

@@ -7,8 +7,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fusebox::chain::{Chain, LastGood, Origin, Skip};
+use fusebox::chain::{Chain, Origin, Skip};
 use fusebox::http::{Error, GuardedClient};
+use fusebox::last_good::LastGood;
 use fusebox::{Breaker, CallError, CallPath, State};
 use quanta::{Clock, Mock};
 

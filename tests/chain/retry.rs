@@ -500,7 +500,7 @@ mod over_a_chain {
 
         let err = policy.lookup(&chain, "GONE").unwrap_err();
         assert_eq!(err.gave_up(), GaveUp::Deterministic);
-        assert!(err.error().is_declined());
+        assert!(err.error().declined().is_some());
         assert_eq!(*calls.lock().unwrap(), 4, "the no was asked once");
     }
 
@@ -532,7 +532,7 @@ mod over_a_chain {
         let chain: Chain<str, u32, DepError, _> = Chain::builder("c")
             .provider("a", &a, |_: &str| Ok(1))
             .provider("b", &b, |_: &str| Ok(2))
-            .cache("cache", fusebox::chain::LastGood::new(SEC))
+            .cache("cache", fusebox::last_good::LastGood::new(SEC))
             .build()
             .unwrap();
         let policy = t.policy().max_attempts(2).build().unwrap();

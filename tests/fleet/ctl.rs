@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
 use std::time::Instant;
 
-use fusebox::fleet::{Fleet, FleetAdmin};
+use fusebox::fleet::Fleet;
 use fusebox::{Breaker, Reason, State};
 use serde_json::Value;
 
@@ -310,7 +310,11 @@ fn watch_prints_each_change_as_a_line_of_json() {
             }
         }
     });
-    let mut admin = FleetAdmin::connect(&redis.url(), "w", SEC).unwrap();
+    let mut admin = Fleet::builder(redis.url())
+        .prefix("w")
+        .timeout(SEC)
+        .admin()
+        .unwrap();
     admin.create_unknown(true);
     // The watch is subscribed some time after it starts: act until it
     // reports.

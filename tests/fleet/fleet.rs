@@ -11,7 +11,7 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use fusebox::fleet::{Fleet, FleetSnapshot};
-use fusebox::{Breaker, ConfigError, Reason, State};
+use fusebox::{Breaker, ConfigError, Reason, State, Verdict};
 
 use crate::support::breaker::{fail, quiet, succeed, MS, SEC};
 use crate::support::fleet_kit::{connected, fleet, redis_conn, vendor};
@@ -157,7 +157,7 @@ fn a_stale_probers_success_is_fenced_off() {
 
     // A's probe answers late, with a success: fenced off, and A follows
     // the fleet, open again.
-    stale_probe.success();
+    stale_probe.record(Verdict::Success);
     wait_for("A's close to be fenced off", || fa.snapshot().fenced == 1);
     wait_for("A to be held open by the fleet", || {
         a.state() == State::Open

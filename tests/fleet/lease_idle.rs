@@ -127,7 +127,7 @@ fn an_idle_lease_holder_gives_the_lease_back_and_the_busy_process_probes_and_clo
     assert_eq!(a.snapshot().totals.calls, 1, "A's process never probed");
     let mut con = redis_conn(&redis);
     let (state, _, leases) = fleet_state(&mut con, "idle");
-    assert_eq!((state.as_str(), leases), ("closed", 2));
+    assert_eq!((state.to_string().as_str(), leases), ("closed", 2));
 }
 
 #[test]

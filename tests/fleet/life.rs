@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use fusebox::fleet::{AuditKind, FleetAdmin, FleetAdminError};
+use fusebox::fleet::{AuditKind, Fleet, FleetAdmin, FleetAdminError};
 use fusebox::{Breaker, State};
 
 use crate::support::breaker::{fail, quiet, MS, SEC};
@@ -18,7 +18,11 @@ use crate::support::fleet_kit::{connected, fleet, redis_conn, vendor};
 use crate::support::redis_server::{wait_for, RedisServer};
 
 fn admin(redis: &RedisServer, prefix: &str) -> FleetAdmin {
-    FleetAdmin::connect(&redis.url(), prefix, 10 * SEC).unwrap()
+    Fleet::builder(redis.url())
+        .prefix(prefix)
+        .timeout(10 * SEC)
+        .admin()
+        .unwrap()
 }
 
 /// A breaker `name` that opens on its first failure, on a mock clock that

@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use fusebox::fleet::{AuditKind, Fleet, FleetAdmin, FleetAdminError, FleetWatch};
+use fusebox::fleet::{AuditKind, Fleet, FleetAdmin, FleetAdminError};
 use fusebox::{Breaker, ConfigError, Reason, State};
 
 use crate::support::breaker::{fail, quiet, succeed, MS, SEC};
@@ -47,7 +47,11 @@ fn processes(redis: &RedisServer, prefix: &str, n: usize) -> (Vec<Fleet>, Vec<Br
 }
 
 fn admin(redis: &RedisServer, prefix: &str) -> FleetAdmin {
-    FleetAdmin::connect(&redis.url(), prefix, SEC).unwrap()
+    Fleet::builder(redis.url())
+        .prefix(prefix)
+        .timeout(SEC)
+        .admin()
+        .unwrap()
 }
 
 fn all_in(breakers: &[Breaker], state: State) -> bool {
@@ -456,7 +460,8 @@ fn a_watch_left_unread_drops_and_counts_announcements_beyond_its_capacity() {
     let ops = admin(&redis, "flood");
     let mut watch = ops.watch().unwrap();
     let extra = 100;
-    let n = FleetWatch::CAPACITY + extra;
+    let n = 1_024 + extra; // what a watch holds before it drops
+
     let mut con = redis_conn(&redis);
     let mut pipe = redis::pipe();
     for _ in 0..n {
@@ -530,16 +535,28 @@ fn an_unreachable_redis_is_reported_at_once_without_the_password() {
         .unwrap();
     drop(redis);
     let url = format!("redis://ops:s3cret-pw@127.0.0.1:{port}/");
-    let err = FleetAdmin::connect(&url, "prod", SEC).unwrap_err();
+    let err = Fleet::builder(&url)
+        .prefix("prod")
+        .timeout(SEC)
+        .admin()
+        .unwrap_err();
     assert!(matches!(err, FleetAdminError::Unavailable(_)), "{err:?}");
     for shown in [err.to_string(), format!("{err:?}")] {
         assert!(!shown.contains("s3cret"), "{shown}");
     }
 
-    let err = FleetAdmin::connect("http://ops:s3cret-pw@host/", "prod", SEC).unwrap_err();
+    let err = Fleet::builder("http://ops:s3cret-pw@host/")
+        .prefix("prod")
+        .timeout(SEC)
+        .admin()
+        .unwrap_err();
     assert!(matches!(err, FleetAdminError::Url), "{err:?}");
     assert!(!err.to_string().contains("s3cret"));
-    let err = FleetAdmin::connect(&url, "pr{od", SEC).unwrap_err();
+    let err = Fleet::builder(&url)
+        .prefix("pr{od")
+        .timeout(SEC)
+        .admin()
+        .unwrap_err();
     assert!(matches!(err, FleetAdminError::Invalid(_)), "{err:?}");
 }
 

@@ -96,7 +96,11 @@ fn members_open(
 }
 
 fn admin(redis: &RedisServer, prefix: &str) -> FleetAdmin {
-    FleetAdmin::connect(&redis.url(), prefix, 10 * SEC).unwrap()
+    Fleet::builder(redis.url())
+        .prefix(prefix)
+        .timeout(10 * SEC)
+        .admin()
+        .unwrap()
 }
 
 /// Waits until `fleet`'s agent has read the fleet `n` more times.

@@ -363,7 +363,7 @@ fn runs_locally_and_never_shows(url: String, prefix: &str, secret: &str) {
         succeed(&b).unwrap();
     }
     assert!(fail(&b).is_err());
-    assert!(succeed(&b).unwrap_err().is_rejected());
+    assert!(succeed(&b).unwrap_err().rejected().is_some());
     assert_eq!(b.snapshot().totals.successes, 1_000);
 
     let lines = log_capture::lines(&format!("fleet `{prefix}`"));
@@ -461,7 +461,7 @@ fn a_plain_url_to_a_tls_port_and_a_tls_url_to_a_plain_port_fall_back_to_local_st
             succeed(&b).unwrap();
         }
         assert!(fail(&b).is_err());
-        assert!(succeed(&b).unwrap_err().is_rejected());
+        assert!(succeed(&b).unwrap_err().rejected().is_some());
         assert_eq!(b.snapshot().totals.successes, 1_000);
         assert_eq!(log_capture::lines(&format!("fleet `{prefix}`")).len(), 1);
     }

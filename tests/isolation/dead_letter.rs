@@ -148,7 +148,7 @@ fn replay_waits_for_the_breaker_to_close() {
     let d = buffer(4, 1, &[]);
     let _ = fail(&breaker);
     let r = d.emit(&breaker, 0, "fill", |_| Ok::<_, DepError>(()));
-    assert!(matches!(r, Ok(Emitted::Buffered { ref cause, .. }) if cause.is_rejected()));
+    assert!(matches!(r, Ok(Emitted::Buffered { ref cause, .. }) if cause.rejected().is_some()));
     let report = d.replay(&breaker, |_| Ok::<_, DepError>(()));
     assert!(matches!(report.stopped, ReplayStop::NotClosed(State::Open)));
     assert_eq!((report.sent, report.remaining), (0, 1));

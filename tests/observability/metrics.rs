@@ -97,11 +97,12 @@ fn check_breaker(expo: &Exposition, snap: &Snapshot, call_path: &str, critical: 
         State::ForcedOpen,
         State::ForcedClosed,
     ] {
+        let name = state.to_string();
         assert_eq!(
             sample(
                 expo,
                 "fusebox_breaker_in_state",
-                &with("state", state.as_str())
+                &[l[0], l[1], ("state", &name)]
             ),
             if state == snap.state { 1.0 } else { 0.0 },
             "{} {state}",
@@ -155,13 +156,14 @@ fn check_breaker(expo: &Exposition, snap: &Snapshot, call_path: &str, critical: 
         State::ForcedOpen,
         State::ForcedClosed,
     ] {
+        let name = state.to_string();
         assert_eq!(
             sample(
                 expo,
                 "fusebox_breaker_state_seconds",
-                &with("state", state.as_str())
+                &[l[0], l[1], ("state", &name)]
             ),
-            snap.state_times.get(state).as_secs_f64(),
+            crate::time_in(&snap.state_times, state).as_secs_f64(),
             "{} {state}",
             snap.name
         );
@@ -247,7 +249,12 @@ fn the_scrape_parses_and_matches_every_snapshot() {
     assert_eq!(snaps.len(), 5);
     for snap in &snaps {
         let path = registry.get(&snap.name).unwrap().call_path();
-        check_breaker(&expo, snap, path.as_str(), registry.is_critical(&snap.name));
+        check_breaker(
+            &expo,
+            snap,
+            &path.to_string(),
+            registry.is_critical(&snap.name),
+        );
     }
     // Spot checks that the comparison above is about something: news has
     // been open for 3 s, then 1.5 s of ratings' calls.

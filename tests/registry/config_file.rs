@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use fusebox::config_file::{FileError, Loader, RegistryFile};
 use fusebox::registry::{Registry, RegistryError};
-use fusebox::{CallPath, Classifier, State};
+use fusebox::{CallPath, Classifier, State, Verdict};
 
 fn loader() -> Loader {
     let (clock, _mock) = quanta::Clock::mock();
@@ -59,7 +59,11 @@ fn the_documented_example_loads() {
     // instruments times its calls into the file's buckets, and keeps 32
     // state changes.
     let instruments = registry.get("instruments").unwrap();
-    assert_eq!(instruments.event_log_capacity(), 32);
+    for _ in 0..20 {
+        instruments.force_open("ops", "drill");
+        instruments.reset("ops", "drill");
+    }
+    assert_eq!(instruments.snapshot().recent_changes.len(), 32);
     let _ = instruments.call(|| Ok::<_, std::io::Error>(()));
     let durations = instruments.snapshot().call_durations.expect("timed");
     let bounds: Vec<Duration> = durations.buckets().map(|(b, _)| b).collect();
@@ -344,7 +348,7 @@ fn every_setting_that_is_a_value_can_be_given_by_its_name() {
     // yet reported.
     let permit = b.try_acquire().unwrap();
     assert_eq!(b.snapshot().calls_in_flight, Some(1));
-    permit.success();
+    permit.record(Verdict::Success);
     // count_window: two failures among the last three calls open it, old
     // as they are.
     let down = || Err::<(), _>(std::io::Error::other("down"));

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use fusebox::trading::{MaintenanceWindow, WallClock};
-use fusebox::{Breaker, BreakerBuilder, State};
+use fusebox::{Breaker, BreakerBuilder, State, Verdict};
 
 use crate::support::breaker::*;
 
@@ -117,7 +117,7 @@ fn a_probe_failing_after_its_deadline_inside_the_window_reopens_as_the_state_rea
     mock.increment(3 * SEC); // 11 s: inside the window, a second past the deadline
     assert_eq!(b.state(), State::Open, "the next call would re-open it");
     let open = b.snapshot().state_times.open;
-    probe.failure();
+    probe.record(Verdict::Failure);
     let s = b.snapshot();
     assert_eq!(s.neutral_failures, 1, "the failure itself is neutral");
     assert_eq!(s.state, State::Open, "the round failed at its deadline");
@@ -255,7 +255,10 @@ mod weekly {
 
 mod declared {
     use super::*;
-    use fusebox::trading::{WindowEnd, MAX_WINDOWS};
+    use fusebox::trading::WindowEnd;
+
+    /// The most windows a breaker holds.
+    const MAX_WINDOWS: usize = 64;
     use fusebox::ConfigError;
 
     #[test]
