@@ -99,6 +99,8 @@ fn exported_names() -> BTreeSet<String> {
                 .minimum_samples(1)
                 .threshold(SEC),
         )
+        // Its calls in flight tracked, for their gauges.
+        .stuck_call_threshold(2)
         .clock(clock.clone())
         .build()
         .unwrap();
