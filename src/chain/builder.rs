@@ -314,7 +314,7 @@ where
     }
 
     /// Adds a link whose call goes through `breaker` by itself: a
-    /// [`GuardedClient`](crate::http::GuardedClient) request, a function
+    /// `GuardedClient` request (feature `http`), a function
     /// that calls [`Breaker::call`]. `f` must call through that
     /// breaker: a refusal (`CallError::Rejected`) skips the link, and a
     /// failure is judged by the breaker's classifier to tell a

@@ -11,7 +11,7 @@ use crate::Rejected;
 ///
 /// The first four say **nothing was attempted** on that link (a fallback
 /// was always safe); [`Failed`](Skip::Failed), [`Declined`](Skip::Declined)
-/// and, with a deadline pool, [`TimedOut`](Skip::TimedOut) say the
+/// and, with a deadline pool (feature `isolation`), `TimedOut` say the
 /// provider was called.
 #[derive(Debug)]
 #[non_exhaustive]
