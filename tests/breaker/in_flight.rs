@@ -31,6 +31,19 @@ fn ok(permit: OwnedPermit) {
     permit.finish(&Ok::<u32, DepError>(7));
 }
 
+/// A breaker opened by one call stuck past its slow mark, then half-open
+/// with its probe out, admitted at the end of the open period.
+fn probing() -> (Breaker, std::sync::Arc<Mock>, OwnedPermit) {
+    let (b, mock) = stuck_at(1);
+    let stuck = out(&b);
+    mock.increment(SLOW + MS);
+    refused(succeed(&b));
+    drop(stuck);
+    mock.increment(10 * SEC);
+    let probe = out(&b);
+    (b, mock, probe)
+}
+
 fn last_reason(b: &Breaker) -> Option<Reason> {
     b.snapshot().last_transition.map(|c| c.reason)
 }
@@ -174,13 +187,7 @@ fn a_call_that_never_returns_does_not_stop_a_later_close_nor_count_after_it() {
 
 #[test]
 fn a_probe_in_flight_past_its_slow_mark_reopens_before_max_probe_duration() {
-    let (b, mock) = stuck_at(1);
-    let stuck = out(&b);
-    mock.increment(SLOW + MS);
-    refused(succeed(&b));
-    drop(stuck);
-    mock.increment(10 * SEC);
-    let probe = out(&b);
+    let (b, mock, probe) = probing();
     assert_eq!(b.state(), State::HalfOpen);
     mock.increment(SLOW);
     let r = refused(succeed(&b));
@@ -199,13 +206,7 @@ fn a_probe_in_flight_past_its_slow_mark_reopens_before_max_probe_duration() {
 
 #[test]
 fn a_probe_that_answers_within_its_slow_mark_closes_the_breaker() {
-    let (b, mock) = stuck_at(1);
-    let stuck = out(&b);
-    mock.increment(SLOW + MS);
-    refused(succeed(&b));
-    drop(stuck);
-    mock.increment(10 * SEC);
-    let probe = out(&b);
+    let (b, mock, probe) = probing();
     mock.increment(SLOW);
     ok(probe);
     assert_eq!(b.state(), State::Closed);

@@ -1110,16 +1110,7 @@ impl Model {
             // Neutral: no counter at all. A probe gives its place back,
             // unless its round is past a deadline: then it has failed.
             self.neutral_failures += 1;
-            if let Ticket::Probe { id } = ticket {
-                if let Some(i) = self.probes.iter().position(|p| p.0 == id) {
-                    if self.state == State::HalfOpen && self.reads(self.now) == State::Open {
-                        self.open(self.expiry_why());
-                        return;
-                    }
-                    self.probes.remove(i);
-                    self.probes_admitted = self.probes_admitted.saturating_sub(1);
-                }
-            }
+            self.give_back(ticket);
             return;
         }
         let slow = kind == Kind::Success && self.cfg.slow_call.is_some_and(|d| took > d);
@@ -1394,6 +1385,13 @@ impl Model {
     fn cancel(&mut self, ticket: Ticket, started: u64) {
         self.cancelled += 1;
         self.release(ticket, started);
+        self.give_back(ticket);
+    }
+
+    /// A probe that ends with no outcome (cancelled, or a failure inside a
+    /// maintenance window) gives its place back, unless its round is past
+    /// a deadline: then it has failed and the breaker re-opens.
+    fn give_back(&mut self, ticket: Ticket) {
         if let Ticket::Probe { id } = ticket {
             if let Some(i) = self.probes.iter().position(|p| p.0 == id) {
                 if self.state == State::HalfOpen && self.reads(self.now) == State::Open {
