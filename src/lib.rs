@@ -372,6 +372,7 @@ mod serialize;
 mod settings;
 mod snapshot;
 mod state;
+mod stuck;
 mod sync;
 mod text;
 pub mod trading;
