@@ -1382,6 +1382,7 @@ impl Model {
     /// A call admitted with `ticket` at `started` is cancelled now: no
     /// outcome; a probe gives its place back, unless the round is past a
     /// deadline, when it re-opens.
+    #[cfg(feature = "async")]
     fn cancel(&mut self, ticket: Ticket, started: u64) {
         self.cancelled += 1;
         self.release(ticket, started);
@@ -1630,6 +1631,7 @@ fn run(cfg: &Cfg, ops: &[Op]) -> Result<(), TestCaseError> {
             }
             Op::Acquire | Op::AcquireAsync => match (m.admit(), acquire(&b, op)) {
                 (Admission::Go(ticket), Ok(out)) => {
+                    #[cfg_attr(not(feature = "async"), allow(irrefutable_let_patterns))]
                     if let Out::Permit(permit) = &out {
                         prop_assert_eq!(
                             permit.is_probe(),
@@ -1663,6 +1665,10 @@ fn run(cfg: &Cfg, ops: &[Op]) -> Result<(), TestCaseError> {
                     mock.increment(took);
                     m.advance(took);
                     let elapsed = m.now - h.started;
+                    #[cfg_attr(
+                        not(feature = "async"),
+                        allow(clippy::infallible_destructuring_match)
+                    )]
                     let permit = match h.out {
                         Out::Permit(permit) => permit,
                         #[cfg(feature = "async")]
