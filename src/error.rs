@@ -175,7 +175,27 @@ pub enum CallError<E> {
 }
 
 impl<E> CallError<E> {
-    /// The refusal, if the breaker refused the call.
+    /// The refusal, if the breaker refused the call: the one question "was
+    /// it the breaker?" (`err.rejected().is_some()`), with the refusal's
+    /// breaker, state and `retry_after` when it was.
+    ///
+    /// ```
+    /// use fusebox::{Breaker, CallPath, Classifier};
+    ///
+    /// let breaker = Breaker::builder("fx")
+    ///     .call_path(CallPath::ReferenceData)
+    ///     .classifier(Classifier::every_error_is_a_failure())
+    ///     .consecutive_failure_threshold(1)
+    ///     .build()?;
+    /// let failed = breaker.call(|| Err::<(), _>(std::io::Error::other("reset"))).unwrap_err();
+    /// assert!(failed.rejected().is_none()); // attempted: the vendor's error
+    ///
+    /// let refused = breaker.call(|| Ok::<_, std::io::Error>(())).unwrap_err();
+    /// let rejected = refused.rejected().expect("nothing was attempted");
+    /// assert_eq!(rejected.breaker(), "fx");
+    /// assert!(rejected.retry_after().is_some());
+    /// # Ok::<(), fusebox::ConfigError>(())
+    /// ```
     pub fn rejected(&self) -> Option<&Rejected> {
         match self {
             CallError::Rejected(r) => Some(r),
@@ -188,6 +208,40 @@ impl<E> CallError<E> {
         match self {
             CallError::Failed(e) => Some(e),
             CallError::Rejected(_) => None,
+        }
+    }
+
+    /// The same outcome with the dependency's error mapped, a refusal kept
+    /// as it is: what a layer boundary that turns a vendor's error into its
+    /// own uses, so that "nothing was attempted" survives the mapping.
+    ///
+    /// ```
+    /// use fusebox::{Breaker, CallError, CallPath, Classifier};
+    ///
+    /// #[derive(Debug)]
+    /// enum LookupError {
+    ///     Vendor(String),
+    /// }
+    ///
+    /// fn lookup(breaker: &Breaker) -> Result<f64, CallError<LookupError>> {
+    ///     breaker
+    ///         .call(|| Err::<f64, _>(std::io::Error::other("timed out")))
+    ///         .map_err(|e| e.map_failed(|io| LookupError::Vendor(io.to_string())))
+    /// }
+    ///
+    /// let breaker = Breaker::builder("prices")
+    ///     .call_path(CallPath::ReferenceData)
+    ///     .classifier(Classifier::every_error_is_a_failure())
+    ///     .consecutive_failure_threshold(1)
+    ///     .build()?;
+    /// assert!(matches!(lookup(&breaker), Err(CallError::Failed(LookupError::Vendor(m))) if m == "timed out"));
+    /// assert!(matches!(lookup(&breaker), Err(CallError::Rejected(_)))); // open now
+    /// # Ok::<(), fusebox::ConfigError>(())
+    /// ```
+    pub fn map_failed<F>(self, op: impl FnOnce(E) -> F) -> CallError<F> {
+        match self {
+            CallError::Rejected(r) => CallError::Rejected(r),
+            CallError::Failed(e) => CallError::Failed(op(e)),
         }
     }
 

@@ -107,6 +107,13 @@
 //! assert_eq!(chain(&err), "call failed: connection reset");
 //! ```
 //!
+//! The questions a caller asks of an outcome or a state each have one
+//! expression: "was it the breaker?" is [`CallError::rejected`]
+//! (`err.rejected().is_some()`, with the refusal's `retry_after`); a layer
+//! that maps the vendor's error keeps the refusal with
+//! [`CallError::map_failed`]; "does it refuse every call now?" is
+//! [`State::is_open`] (`Open` or an operator's `ForcedOpen`).
+//!
 //! For code that is not one closure, [`Breaker::try_acquire`] (or
 //! [`Breaker::try_acquire_owned`], to move the permit to another thread)
 //! returns a permit whose [`finish`](Permit::finish) classifies the call's

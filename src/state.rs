@@ -38,6 +38,22 @@ pub enum State {
 }
 
 impl State {
+    /// Whether the breaker refuses every call in this state: `Open` or
+    /// `ForcedOpen`. `HalfOpen` is not open (it admits its probes), and
+    /// `s == State::Open` alone misses an operator's `ForcedOpen`.
+    ///
+    /// ```
+    /// use fusebox::State;
+    ///
+    /// assert!(State::Open.is_open());
+    /// assert!(State::ForcedOpen.is_open());
+    /// assert!(!State::HalfOpen.is_open());
+    /// assert!(!State::Closed.is_open() && !State::ForcedClosed.is_open());
+    /// ```
+    pub const fn is_open(self) -> bool {
+        matches!(self, State::Open | State::ForcedOpen)
+    }
+
     /// A short lowercase name, as used in log lines and metrics labels.
     pub(crate) const fn as_str(self) -> &'static str {
         match self {

@@ -56,6 +56,35 @@ impl<E> RetryError<E> {
         &self.error
     }
 
+    /// The last attempt's error, moved out: to return or rethrow it once
+    /// the policy has given up (after reading [`gave_up`](Self::gave_up)
+    /// and the counts, if they matter).
+    ///
+    /// ```
+    /// use std::io;
+    ///
+    /// use fusebox::retry::RetryPolicy;
+    /// use fusebox::{Breaker, CallError, CallPath, Classifier};
+    ///
+    /// fn fetch(policy: &RetryPolicy, breaker: &Breaker) -> Result<u32, CallError<io::Error>> {
+    ///     policy
+    ///         .call(breaker, || Err::<u32, _>(io::Error::other("connection reset")))
+    ///         .map_err(|gave_up| gave_up.into_error())
+    /// }
+    ///
+    /// let breaker = Breaker::builder("refdata")
+    ///     .call_path(CallPath::ReferenceData)
+    ///     .classifier(Classifier::every_error_is_a_failure())
+    ///     .build()?;
+    /// let policy = RetryPolicy::builder().idempotent(true).max_attempts(1).build()?;
+    /// let err = fetch(&policy, &breaker).unwrap_err();
+    /// assert_eq!(err.into_failed().expect("attempted").to_string(), "connection reset");
+    /// # Ok::<(), fusebox::ConfigError>(())
+    /// ```
+    pub fn into_error(self) -> E {
+        self.error
+    }
+
     /// Attempts that called the provider (refusals are not attempts).
     pub fn attempts(&self) -> u32 {
         self.attempts
