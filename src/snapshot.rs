@@ -57,10 +57,17 @@ pub struct ProbeTotals {
 }
 
 /// Time spent in each state over the breaker's life, read from the
-/// instants of its state changes (nothing is timed on the hot path). They
-/// never go down, so each maps onto a monotonic counter: "time open per
-/// provider per day" is one `increase()` of
-/// `fusebox_breaker_state_seconds_total{state="open"}`.
+/// instants of its state changes (nothing is timed on the hot path). Each
+/// maps onto a monotonic counter: "time open per provider per day" is one
+/// `increase()` of `fusebox_breaker_state_seconds_total{state="open"}`.
+///
+/// The current state's time runs to the instant the snapshot read the
+/// clock. A call that read the clock before that instant and changed the
+/// state after the snapshot files the change at its own instant, so a later
+/// snapshot can read that state's time lower, by as long as the call took
+/// from its clock read to the breaker's lock. The Prometheus exposition
+/// exports each state's time at the most any scrape of the registry read,
+/// so the counter never falls.
 ///
 /// The time is assigned as [`Snapshot::state`] reads it: once an open
 /// period has ended with no call to probe, the time after its end is

@@ -38,12 +38,23 @@ use crate::name::Inline;
 /// the bulkhead's `max_concurrent`, for
 /// [`BulkheadBuilder::adaptive`](super::BulkheadBuilder::adaptive).
 ///
-/// The limit starts at `max_concurrent`. Each window of calls is judged by
-/// its median latency (calls still in flight counting with their age so
-/// far) against a baseline, a slow moving average of the windows: a window
-/// slower than `tolerance` × the baseline cuts the limit in proportion, by
-/// at most half, down to `floor`; a healthy one grows it by half, up to
-/// `max_concurrent`. `docs/isolation.md` has the rule and why it was chosen.
+/// The limit is a whole number of calls, the one
+/// [`BulkheadSnapshot::limit`](super::BulkheadSnapshot::limit) and
+/// [`Full::limit`](super::Full::limit) show, and it starts at
+/// `max_concurrent`. Each window of calls is judged by its median latency
+/// (calls still in flight counting with their age so far) against a
+/// baseline, a slow moving average of the windows. With `L` the limit and
+/// `gradient` = `tolerance` × baseline ÷ latency (the two as the snapshot's
+/// [`adaptive`](super::BulkheadSnapshot::adaptive) part shows them, the
+/// baseline as it stood before the window):
+///
+/// - a healthy window (`gradient` at least 1) grows `L` by `⌊L/2⌋`, at
+///   least one call, up to `max_concurrent`: 2, 3, 4, 6, 9, 13, 19, …;
+/// - a slower one cuts `L` to `⌊L × gradient⌋`, at least one call fewer,
+///   but never below `⌈L/2⌉` (half, rounded up) nor below `floor`: 15 falls
+///   to 8 at most.
+///
+/// `docs/isolation.md` has the rule and why it was chosen.
 ///
 /// ```
 /// use fusebox::isolation::{AdaptiveLimit, Bulkhead};
@@ -154,8 +165,8 @@ impl AdaptiveLimit {
             crate::duration::display(self.baseline_window),
         )?;
         Ok(Settings {
-            floor: self.floor as f64,
-            ceiling: ceiling as f64,
+            floor: self.floor,
+            ceiling,
             tolerance: self.tolerance,
             min_samples: self.min_samples,
             baseline_window: nanos(self.baseline_window),
@@ -257,7 +268,7 @@ impl Adaptive {
                 gradient: Gradient::new(settings, now, SLOTS),
                 last: None,
                 logged_at: None,
-                logged_limit: settings.ceiling as usize,
+                logged_limit: settings.ceiling,
             }),
             floor,
             min_samples: settings.min_samples,

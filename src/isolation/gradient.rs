@@ -21,10 +21,13 @@
 //!   minutes (the time of day); five seconds of a vendor a hundred times
 //!   slower move it by about half, not a hundredfold, with the default
 //!   minute.
-//! - The **gradient** is `tolerance × baseline ÷ latency`. At 1 or more the
-//!   window is healthy, and the limit grows by half (at least one call), up
-//!   to the ceiling. Below 1 the limit is multiplied by it, by no less than
-//!   a half per window, down to the floor.
+//! - The **gradient** is `tolerance × baseline ÷ latency`, the baseline
+//!   rounded to the nanosecond as a snapshot shows it. The limit is a whole
+//!   number of calls `L`, the one a snapshot shows, and the rule acts on it
+//!   directly. At 1 or more the window is healthy, and `L` grows by
+//!   `⌊L/2⌋`, at least one call, up to the ceiling. Below 1, `L` falls to
+//!   `⌊L × gradient⌋` (so at least one call fewer), but never below
+//!   `⌈L/2⌉` nor below the floor.
 
 /// Returned latencies a window keeps; later ones in the same window are
 /// counted, not kept.
@@ -37,19 +40,13 @@ const LEAST: u64 = 1_000;
 /// The least a window spans, in nanoseconds: 1 ms.
 const MIN_SPAN: u64 = 1_000_000;
 
-/// The most one window cuts the limit: to half of it.
-const MAX_CUT: f64 = 0.5;
-
-/// What a healthy window adds: half the limit, at least one call.
-const GROWTH: f64 = 0.5;
-
 /// The settings the arithmetic reads, checked by the builder.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Settings {
     /// The least the limit falls to.
-    pub(crate) floor: f64,
+    pub(crate) floor: usize,
     /// The most it grows to, and where it starts.
-    pub(crate) ceiling: f64,
+    pub(crate) ceiling: usize,
     /// How far a window's latency may rise above the baseline before the
     /// limit is cut: at least 1.
     pub(crate) tolerance: f64,
@@ -82,7 +79,9 @@ pub(crate) struct Judged {
 #[derive(Debug)]
 pub(crate) struct Gradient {
     settings: Settings,
-    limit: f64,
+    /// In whole calls, from the floor to the ceiling: the limit published
+    /// and shown, the one the rule acts on.
+    limit: usize,
     /// The baseline's logarithm (of nanoseconds); none before the first
     /// window.
     ln_baseline: Option<f64>,
@@ -113,7 +112,7 @@ impl Gradient {
     /// The limit, in whole calls: never below the floor, never above the
     /// ceiling.
     pub(crate) fn limit(&self) -> usize {
-        self.limit as usize
+        self.limit
     }
 
     /// The baseline, in nanoseconds, once the first window has set it.
@@ -162,19 +161,18 @@ impl Gradient {
         let span = now.saturating_sub(self.start);
         let judged_against = self.baseline();
         let ln_latency = (latency as f64).ln();
-        self.ln_baseline = Some(match self.ln_baseline {
-            None => ln_latency,
-            Some(ln_baseline) => {
+        self.ln_baseline = Some(match (self.ln_baseline, judged_against) {
+            (Some(ln_baseline), Some(baseline)) => {
                 let s = &self.settings;
-                let gradient = s.tolerance * ln_baseline.exp() / latency as f64;
-                self.limit = if gradient >= 1.0 {
-                    (self.limit + (self.limit * GROWTH).max(1.0)).min(s.ceiling)
-                } else {
-                    (self.limit * gradient.max(MAX_CUT)).max(s.floor)
-                };
+                self.limit = next_limit(
+                    self.limit,
+                    s,
+                    s.tolerance * baseline as f64 / latency as f64,
+                );
                 let weight = 1.0 - (-(span as f64) / s.baseline_window as f64).exp();
                 ln_baseline + weight * (ln_latency - ln_baseline)
             }
+            _ => ln_latency,
         });
         self.samples.clear();
         self.returned = 0;
@@ -191,6 +189,21 @@ impl Gradient {
     }
 }
 
+/// The limit after a window of `gradient` judged at `limit`: grown by
+/// half of it rounded down (at least one call) up to the ceiling, or cut
+/// to `⌊limit × gradient⌋` but to no less than half of it rounded up, nor
+/// than the floor.
+fn next_limit(limit: usize, s: &Settings, gradient: f64) -> usize {
+    if gradient >= 1.0 {
+        limit.saturating_add((limit / 2).max(1)).min(s.ceiling)
+    } else {
+        // Below `limit`, since the gradient is below 1: a slow window always
+        // cuts, down to what the half and the floor allow.
+        let cut = (limit as f64 * gradient).floor() as usize;
+        cut.max(limit.div_ceil(2)).max(s.floor)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,8 +212,8 @@ mod tests {
 
     fn settings() -> Settings {
         Settings {
-            floor: 2.0,
-            ceiling: 16.0,
+            floor: 2,
+            ceiling: 16,
             tolerance: 1.5,
             min_samples: 10,
             baseline_window: 60_000 * MS,
@@ -235,7 +248,7 @@ mod tests {
     #[test]
     fn a_healthy_window_grows_the_limit_by_half_up_to_the_ceiling() {
         let mut g = settled(8 * MS);
-        g.limit = 2.0;
+        g.limit = 2;
         let mut now = 100 * MS;
         let mut seen = vec![];
         for _ in 0..8 {
@@ -245,7 +258,7 @@ mod tests {
             now += 100 * MS;
             seen.push(g.judge(now, &[]).to);
         }
-        assert_eq!(seen, [3, 4, 6, 10, 15, 16, 16, 16]);
+        assert_eq!(seen, [3, 4, 6, 9, 13, 16, 16, 16]);
     }
 
     #[test]
@@ -270,6 +283,26 @@ mod tests {
             g.record(100 * MS);
         }
         assert_eq!(g.judge(800 * MS, &[]).to, 2, "never below the floor");
+    }
+
+    #[test]
+    fn the_rule_acts_on_the_whole_limit_a_snapshot_shows() {
+        let s = Settings {
+            floor: 1,
+            ..settings()
+        };
+        // Growth: half of the limit rounded down, at least one call.
+        let grown: Vec<usize> = [1, 2, 3, 6, 9, 13, 15]
+            .iter()
+            .map(|&l| next_limit(l, &s, 1.0))
+            .collect();
+        assert_eq!(grown, [2, 3, 4, 9, 13, 16, 16]);
+        // A cut: to half rounded up at most, one call at least.
+        assert_eq!(next_limit(15, &s, 0.1), 8);
+        assert_eq!(next_limit(15, &s, 0.6), 9, "⌊15 × 0.6⌋");
+        assert_eq!(next_limit(16, &s, 0.99), 15);
+        assert_eq!(next_limit(1, &s, 0.1), 1, "never below the floor");
+        assert_eq!(next_limit(5, &Settings { floor: 4, ..s }, 0.1), 4);
     }
 
     #[test]

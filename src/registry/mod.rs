@@ -95,6 +95,21 @@ struct Entry {
     breaker: Breaker,
     origin: Origin,
     critical: bool,
+    /// The most its time-in-state counters were exported as.
+    #[cfg(feature = "prometheus")]
+    marks: Arc<crate::prometheus::StateMarks>,
+}
+
+impl Entry {
+    fn new(breaker: Breaker, origin: Origin) -> Entry {
+        Entry {
+            breaker,
+            origin,
+            critical: false,
+            #[cfg(feature = "prometheus")]
+            marks: Arc::default(),
+        }
+    }
 }
 
 /// Where a registered breaker came from: what a second request for the same
@@ -219,14 +234,7 @@ impl Registry {
                 name: name.to_owned(),
                 source,
             })?;
-        breakers.insert(
-            name.to_owned(),
-            Entry {
-                breaker: breaker.clone(),
-                origin,
-                critical: false,
-            },
-        );
+        breakers.insert(name.to_owned(), Entry::new(breaker.clone(), origin));
         Ok(breaker)
     }
 
@@ -278,14 +286,7 @@ impl Registry {
                 requested: origin.to_string(),
             });
         }
-        breakers.insert(
-            name.to_owned(),
-            Entry {
-                breaker,
-                origin,
-                critical: false,
-            },
-        );
+        breakers.insert(name.to_owned(), Entry::new(breaker, origin));
         Ok(())
     }
 
@@ -320,15 +321,30 @@ impl Registry {
     }
 
     /// Every registered breaker with whether it is critical, in name
-    /// order, copied under the registry's lock (for the metrics).
-    // Read by the Prometheus exposition and the admin endpoint only.
-    #[allow(dead_code)]
+    /// order, copied under the registry's lock (for readiness).
+    // Read by the admin endpoint only.
+    #[cfg_attr(not(feature = "admin"), allow(dead_code))]
     pub(crate) fn breakers_marked(&self) -> Vec<(Breaker, bool)> {
         self.inner
             .breakers
             .read()
             .values()
             .map(|e| (e.breaker.clone(), e.critical))
+            .collect()
+    }
+
+    /// Every registered breaker with whether it is critical and the marks
+    /// its time-in-state counters are exported against, in name order,
+    /// copied under the registry's lock (for the Prometheus exposition).
+    #[cfg(feature = "prometheus")]
+    pub(crate) fn breakers_exported(
+        &self,
+    ) -> Vec<(Breaker, bool, Arc<crate::prometheus::StateMarks>)> {
+        self.inner
+            .breakers
+            .read()
+            .values()
+            .map(|e| (e.breaker.clone(), e.critical, Arc::clone(&e.marks)))
             .collect()
     }
 
@@ -530,6 +546,11 @@ impl Registry {
                         name: breaker.name().to_owned(),
                     })?;
             entry.origin = Origin::Outside;
+            // The new breaker's counters start from zero: a counter reset.
+            #[cfg(feature = "prometheus")]
+            {
+                entry.marks = Arc::default();
+            }
             std::mem::replace(&mut entry.breaker, breaker)
         };
         let at = old.clock_now();

@@ -2,8 +2,9 @@
 //! distinct from the breaker's and never count against the dependency, and
 //! it composes with the breaker in the right order. Its adaptive limit on
 //! the mock clock (steady at a healthy load, cut before a stalled vendor's
-//! calls return, back after it heals, never past its floor or ceiling) and
-//! against a loopback vendor that hangs; its lanes' guarantees and borrowing.
+//! calls return, back after it heals, each limit shown moving by the
+//! documented rule within its floor and ceiling) and against a loopback
+//! vendor that hangs; its lanes' guarantees and borrowing.
 #![cfg(feature = "isolation")]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -384,6 +385,9 @@ struct Traffic<'a> {
     /// Calls that returned, and when the last one did.
     returned: u64,
     last_return: Duration,
+    /// Every limit shown, in order: each refusal's, and the snapshot's
+    /// after each step.
+    shown: Vec<usize>,
 }
 
 impl<'a> Traffic<'a> {
@@ -399,6 +403,7 @@ impl<'a> Traffic<'a> {
             refused: 0,
             returned: 0,
             last_return: Duration::ZERO,
+            shown: Vec::new(),
         }
     }
 
@@ -427,10 +432,15 @@ impl<'a> Traffic<'a> {
                         self.admitted += 1;
                         self.out.push((now + latency(now), slot));
                     }
-                    Err(_) => self.refused += 1,
+                    Err(full) => {
+                        self.refused += 1;
+                        self.shown.push(full.limit());
+                    }
                 }
             }
-            each(now, self.bulkhead.snapshot().limit);
+            let limit = self.bulkhead.snapshot().limit;
+            self.shown.push(limit);
+            each(now, limit);
         }
     }
 }
@@ -532,13 +542,60 @@ fn the_limit_is_back_within_a_tenth_of_its_healthy_value_two_seconds_after_the_v
     );
 }
 
+/// The shown limits with each run of one value kept once.
+fn changes(shown: &[usize]) -> Vec<usize> {
+    let mut v = shown.to_vec();
+    v.dedup();
+    v
+}
+
+/// Why the step from limit `a` to limit `b`, both as shown, breaks the
+/// documented rule: a healthy window grows the limit by half of it rounded
+/// down (at least one call) up to `max`, a slow one cuts it to no less than
+/// half of it rounded up, nor than `floor`.
+fn breaks_the_rule(a: usize, b: usize, floor: usize, max: usize) -> Option<String> {
+    let grown = (a + (a / 2).max(1)).min(max);
+    match b {
+        _ if b > a && b != grown => Some(format!("{a} grew to {b}, not {grown}")),
+        _ if b < a && b < a.div_ceil(2) => Some(format!("{a} was cut to {b}, below half")),
+        _ if !(floor..=max).contains(&b) => Some(format!("{b} is outside {floor}..={max}")),
+        _ => None,
+    }
+}
+
+#[test]
+fn after_an_outage_the_limit_grows_back_by_half_of_each_limit_shown() {
+    let (bulkhead, mock) = adaptive(16, 2);
+    let (_, limits, _) = outage(&bulkhead, mock);
+    let climb = changes(&limits[5_000..]);
+    let from = climb.iter().rposition(|&l| l == 2).expect("at the floor");
+    assert_eq!(climb[from..], [2, 3, 4, 6, 9, 13, 16]);
+}
+
+#[test]
+fn a_slow_window_keeps_at_least_half_of_an_odd_limit_rounded_up() {
+    let (bulkhead, mock) = adaptive(15, 1);
+    let (healthy_limit, limits, _) = outage(&bulkhead, mock);
+    assert_eq!(healthy_limit, 15);
+    let fall = changes(&limits[..5_000]);
+    assert_eq!(
+        fall,
+        [15, 8, 4, 2, 1],
+        "cut by half, rounded up, each window"
+    );
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
 
-    /// Whatever the latencies and the gaps between calls, the limit stays
-    /// between its floor and `max_concurrent`.
+    /// Whatever the latencies and the gaps between calls, each limit a
+    /// user sees (a snapshot's, a refusal's) follows the last one by the
+    /// documented rule, exactly: a growth is by half of the limit shown
+    /// (at least one call), a cut is to `⌊L × gradient⌋`, at least half of
+    /// `L` rounded up and at least the floor, the gradient being
+    /// `tolerance × baseline ÷ latency` as the snapshots show them.
     #[test]
-    fn the_limit_never_leaves_its_floor_and_ceiling(
+    fn every_limit_shown_follows_the_last_by_the_documented_rule(
         max in 1usize..64,
         floor_share in 0.0f64..1.0,
         tolerance in 1.0f64..4.0,
@@ -558,22 +615,47 @@ proptest::proptest! {
             .clock(clock)
             .build()
             .unwrap();
-        let mut rng = Rng(max as u64);
+        let mut rng = Rng(max as u64 ^ min_samples as u64);
         let mut traffic = Traffic::new(&bulkhead, mock, MS);
         let mut until = Duration::ZERO;
+        // The limit and the baseline after the last step: at most one
+        // window is judged per step of 1 ms.
+        let mut last = (max, None::<Duration>);
+        let mut broken = Vec::new();
         for (gap, latency, span) in phases {
             traffic.gap = MS * gap as u32;
             until += MS * span as u32;
             traffic.run(
                 until,
                 |_| MS.mul_f64(latency as f64 * (0.5 + rng.unit())),
-                |_, limit| assert!(
-                    (floor..=max).contains(&limit),
-                    "limit {limit} outside {floor}..={max}"
-                ),
+                |now, limit| {
+                    let seen = bulkhead.snapshot().adaptive.expect("adaptive");
+                    let (before, baseline) = last;
+                    if limit < before {
+                        let latency = seen.latency.expect("a judged window").as_nanos() as f64;
+                        let baseline = baseline.expect("judged against a baseline").as_nanos();
+                        let gradient = tolerance * baseline as f64 / latency;
+                        let cut = ((before as f64 * gradient).floor() as usize)
+                            .max(before.div_ceil(2))
+                            .max(floor);
+                        if gradient >= 1.0 || limit != cut {
+                            broken.push(format!(
+                                "at {now:?}: {before} cut to {limit} at a gradient of {gradient}, not {cut}"
+                            ));
+                        }
+                    }
+                    last = (limit, seen.baseline);
+                },
             );
         }
+        let shown = changes(&traffic.shown);
+        broken.extend(
+            shown
+                .windows(2)
+                .filter_map(|w| breaks_the_rule(w[0], w[1], floor, max)),
+        );
         drop(traffic);
+        proptest::prop_assert!(broken.is_empty(), "{:?} in {:?}", broken, shown);
         proptest::prop_assert_eq!(bulkhead.snapshot().in_use, 0);
     }
 }

@@ -714,3 +714,97 @@ fn a_breaker_that_tracks_its_calls_in_flight_shows_them_and_those_stuck() {
     let s = breaker.snapshot();
     assert_eq!((s.calls_in_flight, s.calls_stuck), (Some(0), Some(0)));
 }
+
+/// Every `_total` series of one scrape, by its name and labels.
+fn totals(text: &str) -> std::collections::HashMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let name = series.split('{').next()?;
+            name.ends_with("_total")
+                .then(|| (series.to_owned(), value.parse().expect("a number")))
+        })
+        .collect()
+}
+
+#[test]
+fn every_total_stays_monotonic_for_scrapers_racing_a_live_breaker() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::thread;
+
+    // The real clock: the race is between clock reads on different threads.
+    // Each call's outcome trips the breaker or closes it, and a 20 µs open
+    // period lapses between calls, so that state changes keep coming.
+    let registry = Registry::new();
+    let config = BreakerConfig::builder()
+        .call_path(CallPath::AltData)
+        .classifier(Classifier::failures_of::<Outage>())
+        .consecutive_failure_threshold(1)
+        .open_duration(std::time::Duration::from_micros(20))
+        .backoff_multiplier(1.0)
+        .jitter(0.0)
+        .build()
+        .unwrap();
+    registry.add_template("vendor", config).unwrap();
+    let breaker = registry.breaker("live", "vendor").unwrap();
+    let stop = AtomicBool::new(false);
+    let decreases = thread::scope(|s| {
+        let callers: Vec<_> = (0..3)
+            .map(|_| {
+                let (breaker, stop) = (&breaker, &stop);
+                s.spawn(move || {
+                    let mut i = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let _ = if i % 2 == 0 {
+                            fail(breaker)
+                        } else {
+                            succeed(breaker)
+                        };
+                        i += 1;
+                    }
+                })
+            })
+            .collect();
+        let scrapers: Vec<_> = (0..2)
+            .map(|_| {
+                let registry = &registry;
+                s.spawn(move || {
+                    let mut last = std::collections::HashMap::<String, f64>::new();
+                    let mut decreases = Vec::new();
+                    for _ in 0..5_000 {
+                        for (series, value) in totals(&fusebox::prometheus::encode(registry)) {
+                            match last.insert(series.clone(), value) {
+                                Some(before) if value < before => {
+                                    decreases.push(format!("{series}: {before} -> {value}"));
+                                }
+                                _ => {}
+                            }
+                        }
+                    }
+                    assert!(last.len() > 10, "the _total series: {last:?}");
+                    decreases
+                })
+            })
+            .collect();
+        let scraped: Vec<_> = scrapers.into_iter().map(|s| s.join()).collect();
+        // The callers stop before a scraper's panic is passed on.
+        stop.store(true, Ordering::Relaxed);
+        callers.into_iter().for_each(|c| c.join().unwrap());
+        scraped
+            .into_iter()
+            .flat_map(|s| s.unwrap())
+            .collect::<Vec<String>>()
+    });
+    let snap = breaker.snapshot();
+    assert!(
+        snap.trips > 100,
+        "the breaker kept changing state: {snap:?}"
+    );
+    assert!(
+        decreases.is_empty(),
+        "{} decreases: {:?}",
+        decreases.len(),
+        &decreases[..decreases.len().min(10)]
+    );
+}
