@@ -477,6 +477,7 @@ fn over_mutual_tls_with_a_private_ca_an_override_reaches_the_fleet() {
             key: certs.path("server.key"),
             ca: certs.path("ca.crt"),
             auth_clients: "yes",
+            client: None,
         }),
         ..Options::default()
     });
