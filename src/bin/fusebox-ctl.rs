@@ -34,7 +34,11 @@ struct Cli {
     url: Option<String>,
 
     /// Redis Sentinel: the name of the master the sentinels monitor; the
-    /// URL is then the sentinels', comma-separated.
+    /// URL is then the sentinels', comma-separated, each with the
+    /// sentinels' user and password. The master's password, if it asks for
+    /// one, is read from the FUSEBOX_MASTER_PASSWORD environment variable
+    /// (never from the command line, which process listings show); its
+    /// user, if not the default, is --master-user.
     #[arg(
         long,
         global = true,
@@ -43,8 +47,14 @@ struct Cli {
     )]
     sentinel: Option<String>,
 
-    /// Redis Cluster: the URL is the seed nodes', comma-separated; status
-    /// and audit cover every master.
+    /// With --sentinel: the master's ACL user (the password is
+    /// FUSEBOX_MASTER_PASSWORD's).
+    #[arg(long, global = true, value_name = "USER", requires = "sentinel")]
+    master_user: Option<String>,
+
+    /// Redis Cluster: the URL is the seed nodes', comma-separated, each
+    /// with the same user and password; status and audit cover every
+    /// master.
     #[arg(long, global = true)]
     cluster: bool,
 
@@ -53,12 +63,15 @@ struct Cli {
     prefix: String,
 
     /// How long the whole command may wait for Redis, connection included
-    /// (e.g. 500ms, 2s, 1.5s); for watch, its set-up.
+    /// (the Sentinel lookup, and with a Cluster every node it reaches):
+    /// e.g. 500ms, 2s, 1.5s; for watch, its set-up. A command not done by
+    /// then fails (exit 1).
     #[arg(long, global = true, default_value = "2s", value_parser = duration)]
     timeout: Duration,
 
     /// A PEM file of the private CA that signed the Redis server's
-    /// certificate (rediss:// only; the system's roots otherwise).
+    /// certificate, and with --sentinel or --cluster every sentinel's,
+    /// master's or node's (rediss:// only; the system's roots otherwise).
     #[arg(long, global = true, value_name = "FILE")]
     tls_ca: Option<std::path::PathBuf>,
 
@@ -178,6 +191,9 @@ fn main() -> ExitCode {
         (None, false) => Fleet::builder(url),
     };
     let mut fleet = fleet.prefix(cli.prefix.as_str()).timeout(cli.timeout);
+    if let Some(password) = master_password(&cli) {
+        fleet = fleet.master_auth(cli.master_user.as_deref(), password);
+    }
     let read = |path: &std::path::Path| {
         std::fs::read(path).unwrap_or_else(|e| {
             Cli::command()
@@ -216,6 +232,38 @@ fn main() -> ExitCode {
             })
         }
     }
+}
+
+/// The environment variable that holds the password of Sentinel's master.
+const MASTER_PASSWORD: &str = "FUSEBOX_MASTER_PASSWORD";
+
+/// The password of Sentinel's master, from [`MASTER_PASSWORD`] (an empty
+/// one is none); a usage error (exit 2) if it is set without `--sentinel`,
+/// missing with `--master-user`, or not UTF-8. Its value is never shown.
+fn master_password(cli: &Cli) -> Option<String> {
+    let usage = |kind, message: String| -> ! { Cli::command().error(kind, message).exit() };
+    let password = match std::env::var(MASTER_PASSWORD) {
+        Ok(p) if p.is_empty() => None,
+        Ok(p) => Some(p),
+        Err(std::env::VarError::NotPresent) => None,
+        Err(std::env::VarError::NotUnicode(_)) => usage(
+            clap::error::ErrorKind::InvalidUtf8,
+            format!("{MASTER_PASSWORD} is not UTF-8 (its value is not shown)"),
+        ),
+    };
+    if password.is_some() && cli.sentinel.is_none() {
+        usage(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!("{MASTER_PASSWORD} is set, but it is only for --sentinel's master"),
+        );
+    }
+    if password.is_none() && cli.master_user.is_some() {
+        usage(
+            clap::error::ErrorKind::MissingRequiredArgument,
+            format!("--master-user needs the master's password in {MASTER_PASSWORD}"),
+        );
+    }
+    password
 }
 
 fn run(mut admin: FleetAdmin, cli: &Cli) -> Result<(), FleetAdminError> {

@@ -343,7 +343,7 @@ impl FleetAdmin {
             return Err(invalid("timeout", "must be above zero", "0s".into()));
         }
         let con = topology
-            .connect(timeout)
+            .connect(timeout, Some(Instant::now() + timeout))
             .map_err(|e| FleetAdminError::from(e).scrub(&url))?;
         Ok(FleetAdmin {
             topology: Arc::new(topology),
@@ -371,23 +371,30 @@ impl FleetAdmin {
     }
 
     /// Bounds every later call by `deadline` (`None`: each round trip by
-    /// the timeout alone): each waits for Redis at most the timeout or the
-    /// time left, whichever is shorter, and a call made after it fails at
-    /// once with [`FleetAdminError::Unavailable`]. A command-line tool sets
-    /// it to its start plus its timeout, so that the timeout bounds the
-    /// whole command, connection included.
+    /// the timeout alone): each round trip, a connection it makes again
+    /// included, is done within the timeout or the time left, whichever is
+    /// shorter, or fails with [`FleetAdminError::Unavailable`] ("timed
+    /// out"), and a call made after it fails at once. This holds whatever
+    /// the Redis: a Cluster's call, which may reach several nodes in turn
+    /// and retry, runs on the admin's connection thread
+    /// (`fusebox-cluster`), and one not done in time is left to end there,
+    /// its connection dropped (the next call connects afresh). A
+    /// command-line tool sets it to its start plus its timeout, so that the
+    /// timeout bounds the whole command, connection included.
     pub fn set_deadline(&mut self, deadline: Option<Instant>) -> &mut Self {
         self.deadline = deadline;
         self
     }
 
-    /// Before a round trip: the connection waits at most the timeout, or
-    /// what is left before the deadline; an error once it has passed.
+    /// Before a round trip: it must be done (the connection's, if it
+    /// connects again, included) within the timeout, or what is left before
+    /// the deadline; an error once that has passed.
     fn arm(&mut self) -> Result<(), FleetAdminError> {
+        let now = Instant::now();
         let wait = match self.deadline {
             None => self.timeout,
             Some(deadline) => {
-                let left = deadline.saturating_duration_since(Instant::now());
+                let left = deadline.saturating_duration_since(now);
                 if left.is_zero() {
                     return Err(FleetAdminError::Unavailable("timed out".into()));
                 }
@@ -395,9 +402,10 @@ impl FleetAdmin {
             }
         };
         if self.broken {
-            self.con = self.topology.connect(wait)?;
+            self.con = self.topology.connect(wait, Some(now + wait))?;
             self.broken = false;
         }
+        self.con.set_deadline(Some(now + wait));
         self.con.set_timeout(wait)?;
         Ok(())
     }
@@ -594,7 +602,7 @@ impl FleetAdmin {
         if wait.is_zero() {
             return Err(FleetAdminError::Unavailable("timed out".into()));
         }
-        let con = self.topology.connect(wait)?;
+        let con = self.topology.connect(wait, Some(Instant::now() + wait))?;
         let sub = self.topology.pubsub(&con, wait)?;
         let admin = FleetAdmin {
             topology: Arc::clone(&self.topology),

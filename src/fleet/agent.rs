@@ -118,7 +118,9 @@ impl Agent {
         outage: &mut Option<Instant>,
         established: &mut bool,
     ) -> RedisResult<()> {
-        let mut con = s.topology.connect(s.timeout)?;
+        // No deadline: each wait is bounded by the timeout (a Cluster's
+        // round trip may make several, see `FleetBuilder::timeout`).
+        let mut con = s.topology.connect(s.timeout, None)?;
         let shas = con.load_scripts()?;
         let mut sub = s.topology.pubsub(&con, s.timeout)?;
         // SUBSCRIBE as a command, so that a refusal (an ACL user without

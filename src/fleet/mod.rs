@@ -288,8 +288,13 @@ impl Fleet {
     /// Starts building a fleet agent for the Redis master that Redis
     /// Sentinel names `service`, asking the sentinels at `sentinels`
     /// (`redis://[user:password@]host:port/`, each with its own password
-    /// if the sentinels ask for one). The master's own user and password,
-    /// if it has them, are [`master_auth`](FleetBuilder::master_auth).
+    /// if the sentinels ask for one; with
+    /// [`tls_ca`](FleetBuilder::tls_ca) or
+    /// [`tls_client_auth`](FleetBuilder::tls_client_auth), one user and
+    /// password for all). The master's own user and password, if it has
+    /// them, are [`master_auth`](FleetBuilder::master_auth). With
+    /// `rediss://` URLs the master is reached over TLS too, with the same
+    /// TLS settings.
     ///
     /// The agent asks the sentinels for the master at every connection:
     /// after a failover, its connection to the old master fails (or is
@@ -310,8 +315,9 @@ impl Fleet {
     }
 
     /// Starts building a fleet agent for the Redis Cluster whose seed nodes
-    /// are at `nodes` (`redis://[user:password@]host:port/`, one password
-    /// for all). Each breaker's keys live in one slot; the agent's round
+    /// are at `nodes` (`redis://[user:password@]host:port/`, or `rediss://`
+    /// for TLS, one user and password for all; the TLS settings apply to
+    /// every node). Each breaker's keys live in one slot; the agent's round
     /// trip sends each script to its slot's master, and it subscribes to
     /// the fleet's channel on a seed node (a publication reaches every
     /// node). Database 0.
@@ -545,8 +551,9 @@ impl FleetBuilder {
 
     /// The certificate(s) of the CA that signed the Redis server's
     /// certificate, in PEM: trusted instead of the system's roots, for a
-    /// server with a certificate of a private CA. Only with a `rediss://`
-    /// URL.
+    /// server with a certificate of a private CA. Only with `rediss://`
+    /// URLs. With Sentinel, for the sentinels and the master; with a
+    /// Cluster, for every node.
     ///
     /// Without it, a `rediss://` URL verifies the server against the
     /// system's roots (as `rustls-native-certs` finds them).
@@ -557,7 +564,9 @@ impl FleetBuilder {
 
     /// A client certificate (PEM, the chain from the leaf) and its private
     /// key (PEM: PKCS#8, PKCS#1 or SEC1), for a Redis that asks clients for
-    /// one (`tls-auth-clients yes`). Only with a `rediss://` URL.
+    /// one (`tls-auth-clients yes`). Only with `rediss://` URLs. With
+    /// Sentinel, shown to the sentinels and the master; with a Cluster, to
+    /// every node.
     ///
     /// The key is never shown: not in `Debug`, not in errors.
     pub fn tls_client_auth(
@@ -573,7 +582,9 @@ impl FleetBuilder {
     /// before it counts an outage and runs its breakers on local state.
     ///
     /// It bounds how long a hung Redis holds up the agent, never a caller
-    /// (callers do not wait on Redis). Keep it well above Redis's answer
+    /// (callers do not wait on Redis). With a Cluster it bounds each wait,
+    /// and a round trip may make several (the redis crate connects to the
+    /// nodes it needs, in turn, and retries once). Keep it well above Redis's answer
     /// time on a busy host: on a loaded machine the agent, Redis and every
     /// other process wait for a core, and a timeout of a few tens of
     /// milliseconds turns that wait into outages, each one a reconnection
@@ -768,8 +779,10 @@ impl FleetBuilder {
     /// (one server, Sentinel's master or a Cluster), TLS settings, prefix
     /// and `timeout` (for the connection and every answer), and
     /// `idle_expiry` for a breaker an override creates; the agent's other
-    /// settings do not apply. Starts no thread but, with Sentinel, the
-    /// lookup's.
+    /// settings do not apply. Every call of the admin is done within
+    /// `timeout` as a whole, whatever the Redis ([`FleetAdmin::set_deadline`]).
+    /// Starts no thread but, with Sentinel, the lookup's, and with a
+    /// Cluster, its connection's.
     ///
     /// # Errors
     ///
@@ -779,7 +792,9 @@ impl FleetBuilder {
     /// [`FleetAdminError::Unavailable`].
     pub fn admin(&self) -> Result<FleetAdmin, FleetAdminError> {
         let topology = self.topology().map_err(|e| match e {
-            ConfigError::Invalid { field: "url", .. } => FleetAdminError::Url,
+            ConfigError::Invalid {
+                field: "url", rule, ..
+            } if rule == tls::URL_RULE => FleetAdminError::Url,
             e => FleetAdminError::Invalid(e),
         })?;
         FleetAdmin::with_client(
@@ -799,6 +814,8 @@ impl FleetBuilder {
     /// [`ConfigError::Invalid`] naming the field: `url` that the redis
     /// crate does not accept or that turns the certificate check off
     /// (`#insecure`; the URL is not shown, it may hold a password);
+    /// the seed nodes of a Cluster with different users or passwords, or
+    /// sentinels with different ones together with a TLS setting;
     /// `tls_ca` or `tls_client_auth` with a plain `redis://` URL, or whose
     /// PEM holds no certificate, a certificate rustls refuses, or a key
     /// that does not parse or is not the certificate's (never shown); an
@@ -977,13 +994,6 @@ impl FleetBuilder {
             }
             Kind::Sentinel { urls, .. } | Kind::Cluster { urls } => urls,
         };
-        if let Some(field) = self.tls.first_field() {
-            return Err(ConfigError::Invalid {
-                field,
-                rule: "is not supported with Sentinel or Cluster (their rediss:// URLs trust the system's roots)",
-                value: "(not shown)".into(),
-            });
-        }
         if urls.is_empty() {
             return Err(ConfigError::Invalid {
                 field: "url",
@@ -991,63 +1001,167 @@ impl FleetBuilder {
                 value: "none".into(),
             });
         }
-        let mut infos = Vec::with_capacity(urls.len());
+        // Each URL with the same checks as one server's (`#insecure`
+        // refused, TLS settings only with rediss://, a crypto provider
+        // installed), and its client: a sentinel's, or a node's to
+        // subscribe on.
+        let mut clients = Vec::with_capacity(urls.len());
         for url in urls {
             let info = url.connection_info().map_err(|_| tls::url_refused())?;
-            // The same checks as for one server (`#insecure` refused, a
-            // crypto provider installed for rediss://).
-            tls::client(info.clone(), &TlsSettings::default())?;
-            infos.push(info);
+            clients.push(tls::client(info, &self.tls)?);
         }
+        let infos: Vec<redis::ConnectionInfo> = clients
+            .iter()
+            .map(|c| c.get_connection_info().clone())
+            .collect();
+        let certificates = tls::certificates(&self.tls)?;
         let refused = |_| tls::url_refused();
         match &self.kind {
             Kind::Server => unreachable!("returned above"),
             Kind::Sentinel { service, .. } => {
-                let mut master = redis::RedisConnectionInfo::default().set_skip_set_lib_name();
-                if let Some((user, password)) = &self.master_auth {
-                    if let Some(user) = user {
-                        master = master.set_username(user);
+                let client = match certificates {
+                    None => self.sentinel_client(service, infos)?,
+                    Some(certificates) => {
+                        self.sentinel_client_with_certificates(service, &infos, certificates)?
                     }
-                    master = master.set_password(password.text());
-                }
-                let mut node = redis::sentinel::SentinelNodeConnectionInfo::default()
-                    .set_redis_connection_info(master);
-                if urls.iter().any(RedisUrl::is_tls) {
-                    node = node.set_tls_mode(redis::TlsMode::Secure);
-                }
-                let client = redis::sentinel::SentinelClient::build(
-                    infos,
-                    service,
-                    Some(node),
-                    redis::sentinel::SentinelServerType::Master,
-                )
-                .map_err(refused)?;
-                let sentinel = link::Sentinel::start(client).map_err(|e| ConfigError::Invalid {
-                    field: "thread",
-                    rule: "could not be started",
-                    value: e.to_string(),
-                })?;
+                };
+                let sentinel =
+                    link::Sentinel::start(client, clients, self.timeout).map_err(|e| {
+                        ConfigError::Invalid {
+                            field: "thread",
+                            rule: "could not be started",
+                            value: e.to_string(),
+                        }
+                    })?;
                 Ok(Topology::Sentinel(sentinel))
             }
             Kind::Cluster { .. } => {
-                let nodes = infos
-                    .iter()
-                    .map(|i| redis::Client::open(i.clone()).map_err(refused))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let client = redis::cluster::ClusterClientBuilder::new(infos)
-                    .connection_timeout(self.timeout)
-                    .response_timeout(self.timeout)
-                    // The agent has its own backoff: a failed round trip is
-                    // an outage, not a wait inside the redis crate.
-                    .retries(1)
-                    .min_retry_wait(1)
-                    .max_retry_wait(10)
-                    .build()
-                    .map_err(refused)?;
-                Ok(Topology::Cluster { client, nodes })
+                let mut builder = redis::cluster::ClusterClientBuilder::new(
+                    same_credentials(
+                        &infos,
+                        "every seed node of a cluster must have the same user and password",
+                    )?
+                    .to_vec(),
+                )
+                .connection_timeout(self.timeout)
+                .response_timeout(self.timeout)
+                // The agent has its own backoff: a failed round trip is an
+                // outage, not a wait inside the redis crate.
+                .retries(1)
+                .min_retry_wait(1)
+                .max_retry_wait(10);
+                if let Some(certificates) = certificates {
+                    builder = builder.certs(certificates);
+                }
+                let client = builder.build().map_err(refused)?;
+                Ok(Topology::Cluster {
+                    client,
+                    nodes: clients,
+                })
             }
         }
     }
+
+    /// The master's user and password (`master_auth`), to connect to it.
+    fn master_settings(&self) -> redis::RedisConnectionInfo {
+        let mut master = redis::RedisConnectionInfo::default().set_skip_set_lib_name();
+        if let Some((user, password)) = &self.master_auth {
+            if let Some(user) = user {
+                master = master.set_username(user);
+            }
+            master = master.set_password(password.text());
+        }
+        master
+    }
+
+    /// The redis crate's Sentinel client for the sentinels at `infos`, each
+    /// with its own user and password; the master trusts the system's roots
+    /// if the sentinels' URLs are `rediss://`.
+    fn sentinel_client(
+        &self,
+        service: &str,
+        infos: Vec<redis::ConnectionInfo>,
+    ) -> Result<redis::sentinel::SentinelClient, ConfigError> {
+        let tls = infos
+            .iter()
+            .any(|i| matches!(i.addr(), redis::ConnectionAddr::TcpTls { .. }));
+        let mut node = redis::sentinel::SentinelNodeConnectionInfo::default()
+            .set_redis_connection_info(self.master_settings());
+        if tls {
+            node = node.set_tls_mode(redis::TlsMode::Secure);
+        }
+        redis::sentinel::SentinelClient::build(
+            infos,
+            service,
+            Some(node),
+            redis::sentinel::SentinelServerType::Master,
+        )
+        .map_err(|_| tls::url_refused())
+    }
+
+    /// The same with `tls_ca` or `tls_client_auth`: the redis crate takes
+    /// certificates for the master only through its `SentinelClientBuilder`,
+    /// which gives every sentinel one user and password. The sentinels'
+    /// addresses carry the certificates already (`infos` are of the clients
+    /// [`tls::client`] made).
+    fn sentinel_client_with_certificates(
+        &self,
+        service: &str,
+        infos: &[redis::ConnectionInfo],
+        certificates: redis::TlsCertificates,
+    ) -> Result<redis::sentinel::SentinelClient, ConfigError> {
+        let infos = same_credentials(
+            infos,
+            "every sentinel must have the same user and password with tls_ca or tls_client_auth",
+        )?;
+        let settings = infos[0].redis_settings().clone();
+        let mut builder = redis::sentinel::SentinelClientBuilder::new(
+            infos.iter().map(|i| i.addr().clone()),
+            service,
+            redis::sentinel::SentinelServerType::Master,
+        )
+        .map_err(|_| tls::url_refused())?
+        .set_client_to_redis_tls_mode(redis::TlsMode::Secure)
+        .set_client_to_redis_certificates(certificates);
+        if let Some(user) = settings.username() {
+            builder = builder.set_client_to_sentinel_username(user);
+        }
+        if let Some(password) = settings.password() {
+            builder = builder.set_client_to_sentinel_password(password);
+        }
+        let master = self.master_settings();
+        if let Some(user) = master.username() {
+            builder = builder.set_client_to_redis_username(user);
+        }
+        if let Some(password) = master.password() {
+            builder = builder.set_client_to_redis_password(password);
+        }
+        builder.build().map_err(|_| tls::refused(&self.tls))
+    }
+}
+
+/// `infos`, if every one has the first one's user and password; otherwise
+/// an error naming `url` with `rule` (and showing neither).
+fn same_credentials<'a>(
+    infos: &'a [redis::ConnectionInfo],
+    rule: &'static str,
+) -> Result<&'a [redis::ConnectionInfo], ConfigError> {
+    let credentials = |i: &redis::ConnectionInfo| {
+        let s = i.redis_settings();
+        (
+            s.username().map(str::to_owned),
+            s.password().map(str::to_owned),
+        )
+    };
+    let first = infos.first().map(credentials);
+    if infos.iter().any(|i| Some(credentials(i)) != first) {
+        return Err(ConfigError::Invalid {
+            field: "url",
+            rule,
+            value: "(not shown, they hold passwords)".into(),
+        });
+    }
+    Ok(infos)
 }
 
 /// A key prefix: non-empty, without braces (the hash tag's) or whitespace.

@@ -97,6 +97,20 @@ pub(crate) fn client(
             "(not shown, it may hold a password)",
         ));
     }
+    match certificates(tls)? {
+        None => redis::Client::open(info).map_err(|_| url_refused()),
+        // The certificates were checked; what is left to fail is the redis
+        // crate's own parse of the same PEM.
+        Some(certificates) => {
+            redis::Client::build_with_tls(info, certificates).map_err(|_| refused(tls))
+        }
+    }
+}
+
+/// The certificates of `tls` as the redis crate takes them (for a
+/// Sentinel's master and a Cluster's nodes), each checked first; `None`
+/// without settings (the system's roots).
+pub(crate) fn certificates(tls: &TlsSettings) -> Result<Option<TlsCertificates>, ConfigError> {
     let provider = provider();
     let root_cert = tls.ca.as_deref().map(check_ca).transpose()?;
     let client_tls = match &tls.client {
@@ -110,29 +124,30 @@ pub(crate) fn client(
         None => None,
     };
     if root_cert.is_none() && client_tls.is_none() {
-        return redis::Client::open(info).map_err(|_| url_refused());
+        return Ok(None);
     }
-    let certificates = TlsCertificates {
+    Ok(Some(TlsCertificates {
         client_tls,
         root_cert,
-    };
-    // The certificates were checked above; what is left to fail is the
-    // redis crate's own parse of the same PEM.
-    redis::Client::build_with_tls(info, certificates).map_err(|_| {
-        invalid(
-            tls.first_field().unwrap_or("url"),
-            "was refused by the redis client",
-            "(not shown)",
-        )
-    })
+    }))
 }
 
-pub(crate) fn url_refused() -> ConfigError {
+/// The error for certificates the redis crate refused after they were
+/// checked.
+pub(crate) fn refused(tls: &TlsSettings) -> ConfigError {
     invalid(
-        "url",
-        "must be a redis:// or rediss:// URL (redis://[user:password@]host:port/db)",
-        "(not shown, it may hold a password)",
+        tls.first_field().unwrap_or("url"),
+        "was refused by the redis client",
+        "(not shown)",
     )
+}
+
+/// The rule a URL the redis crate does not accept breaks.
+pub(crate) const URL_RULE: &str =
+    "must be a redis:// or rediss:// URL (redis://[user:password@]host:port/db)";
+
+pub(crate) fn url_refused() -> ConfigError {
+    invalid("url", URL_RULE, "(not shown, it may hold a password)")
 }
 
 /// The process's rustls crypto provider, installing ring's when none is.

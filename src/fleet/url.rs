@@ -112,11 +112,6 @@ impl RedisUrl {
         self
     }
 
-    /// Whether it is a `rediss://` URL.
-    pub(crate) fn is_tls(&self) -> bool {
-        self.text.starts_with("rediss://")
-    }
-
     /// `text` with every occurrence of the URL's password replaced by
     /// `***`.
     pub(crate) fn scrub(&self, mut text: String) -> String {

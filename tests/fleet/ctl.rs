@@ -477,6 +477,7 @@ fn over_mutual_tls_with_a_private_ca_an_override_reaches_the_fleet() {
             key: certs.path("server.key"),
             ca: certs.path("ca.crt"),
             auth_clients: "yes",
+            client: None,
         }),
         ..Options::default()
     });
@@ -689,4 +690,172 @@ fn status_of_a_cluster_lists_the_breakers_of_every_master() {
     let mut expected: Vec<&str> = names.iter().map(String::as_str).collect();
     expected.sort();
     assert_eq!(listed, expected);
+}
+
+#[test]
+fn behind_sentinels_over_tls_it_takes_the_masters_password_from_the_environment() {
+    use crate::secured::{
+        secured_sentinels, sentinel_urls, MASTER_PASSWORD, SENTINEL_PASSWORD, WRONG_PASSWORD,
+    };
+    let certs = certs::Certs::generate("ctl-sentinel");
+    let group = secured_sentinels(&certs);
+    let urls = sentinel_urls(&group, SENTINEL_PASSWORD);
+    let fleet = Fleet::sentinel_builder(redis_server::SERVICE, urls.clone())
+        .master_auth(None, MASTER_PASSWORD)
+        .prefix("cs")
+        .timeout(2 * SEC)
+        .tick(2 * MS)
+        .refresh(20 * MS)
+        .tls_ca(certs.read("ca.crt"))
+        .tls_client_auth(certs.read("client.crt"), certs.read("client.key"))
+        .build()
+        .unwrap();
+    let (b, _mock) = quiet("vendor");
+    let breaker = b.consecutive_failure_threshold(1).build().unwrap();
+    fleet.join(&breaker).unwrap();
+    wait_for("the agent to connect to the master", || {
+        let s = fleet.snapshot();
+        s.connected && s.reads > 0
+    });
+
+    let path = |f: &str| certs.path(f).display().to_string();
+    let (ca, cert, key) = (path("ca.crt"), path("client.crt"), path("client.key"));
+    // The master's password is in the environment only: nothing on the
+    // command line (which `ps` shows) holds a password.
+    let run = |password: Option<&str>, rest: &[&str]| {
+        let mut args = vec![
+            "--sentinel",
+            redis_server::SERVICE,
+            "--prefix",
+            "cs",
+            "--timeout",
+            "10s",
+            "--tls-ca",
+            &ca,
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+        ];
+        args.extend_from_slice(rest);
+        for a in &args {
+            assert!(!a.contains(MASTER_PASSWORD) && !a.contains(SENTINEL_PASSWORD));
+        }
+        let mut command = Command::new(env!("CARGO_BIN_EXE_fusebox-ctl"));
+        command.env("FUSEBOX_REDIS_URL", urls.join(",")).args(&args);
+        match password {
+            Some(p) => command.env("FUSEBOX_MASTER_PASSWORD", p),
+            None => command.env_remove("FUSEBOX_MASTER_PASSWORD"),
+        };
+        command.output().expect("run fusebox-ctl")
+    };
+    let o = run(Some(MASTER_PASSWORD), &["status", "vendor", "--json"]);
+    assert!(o.status.success(), "{o:?}");
+    let status: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(status["members"], 1, "{status}");
+    let o = run(
+        Some(MASTER_PASSWORD),
+        &[
+            "force-open",
+            "vendor",
+            "--actor",
+            "ops",
+            "--reason",
+            "drill",
+        ],
+    );
+    assert!(o.status.success(), "{o:?}");
+    wait_for("the override to reach the member", || {
+        breaker.state() == State::ForcedOpen
+    });
+
+    // A wrong password, or none: exit 1, one line that says the master
+    // refused it, no password shown; nothing written.
+    for password in [Some(WRONG_PASSWORD), None] {
+        let o = run(
+            password,
+            &["reset", "vendor", "--actor", "ops", "--reason", "done"],
+        );
+        assert_eq!(o.status.code(), Some(1), "{o:?}");
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        let says = match password {
+            Some(_) => "the master refused the one given for it",
+            None => "NOAUTH",
+        };
+        assert!(err.contains(says), "{err}");
+        print!("{err}");
+        for secret in [MASTER_PASSWORD, SENTINEL_PASSWORD, WRONG_PASSWORD] {
+            assert!(
+                !err.contains(secret) && !stdout(&o).contains(secret),
+                "{err}"
+            );
+        }
+    }
+    assert_eq!(breaker.state(), State::ForcedOpen);
+
+    // The master's password without --sentinel is a usage error.
+    let o = Command::new(env!("CARGO_BIN_EXE_fusebox-ctl"))
+        .env("FUSEBOX_REDIS_URL", "redis://127.0.0.1:1/")
+        .env("FUSEBOX_MASTER_PASSWORD", MASTER_PASSWORD)
+        .arg("status")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(stderr(&o).contains("FUSEBOX_MASTER_PASSWORD"), "{o:?}");
+    assert!(!stderr(&o).contains(MASTER_PASSWORD), "{o:?}");
+    // So is a master's user without its password.
+    let o = Command::new(env!("CARGO_BIN_EXE_fusebox-ctl"))
+        .env("FUSEBOX_REDIS_URL", "redis://127.0.0.1:1/")
+        .env_remove("FUSEBOX_MASTER_PASSWORD")
+        .args(["--sentinel", "m", "--master-user", "ops", "status"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(stderr(&o).contains("FUSEBOX_MASTER_PASSWORD"), "{o:?}");
+}
+
+#[test]
+fn with_a_cluster_the_timeout_bounds_the_whole_command_on_a_hung_node() {
+    // No replicas, and a node timeout far beyond the test: the hung master
+    // is neither replaced nor marked failed, as with a node that stalls.
+    let cluster = redis_server::RedisCluster::start_with(Options::default(), 0, 120_000);
+    let urls = cluster.urls().join(",");
+    let run = |args: &[&str]| {
+        let mut all = vec!["--cluster", "--prefix", "ch", "--timeout", "4s"];
+        all.extend_from_slice(args);
+        let start = Instant::now();
+        let o = ctl_at(&urls, &all);
+        (o, start.elapsed())
+    };
+    let (o, _) = run(&[
+        "force-open",
+        "v0",
+        "--actor",
+        "a",
+        "--reason",
+        "r",
+        "--create",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let hung = cluster.master_of("{ch:v0}:state").expect("a master");
+    cluster.node(hung).pause();
+    let commands: [&[&str]; 3] = [
+        &["status", "v0"],
+        &["status"],
+        &["force-open", "v0", "--actor", "a", "--reason", "r"],
+    ];
+    let mut took = Vec::new();
+    for args in commands {
+        let (o, t) = run(args);
+        took.push(t);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {o:?}");
+        assert!(stderr(&o).contains("timed out"), "{args:?}: {o:?}");
+        // Before, each connection to the hung node and each retry waited
+        // the whole timeout: 8 s and more. The process's own start and
+        // exit, on a busy machine, are in the 3 s margin.
+        assert!(t < 7 * SEC, "{args:?} took {t:?}");
+    }
+    cluster.node(hung).resume();
+    println!("fusebox-ctl --cluster --timeout 4s with a hung master: {took:?}");
 }

@@ -1,7 +1,8 @@
 //! Fleet mode (feature `redis`) against real `redis-server`s on loopback:
 //! each `Fleet` is one agent, standing in for one process. Its lease, quorum,
 //! window, overrides, life, security, metrics, failover and faults, and
-//! `fusebox-ctl` (feature `ctl`) run as an operator would.
+//! `fusebox-ctl` (feature `ctl`) run as an operator would; Sentinel and
+//! Cluster over TLS with passwords.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -15,5 +16,6 @@ mod metrics;
 mod overrides;
 mod quorum;
 mod redis_faults;
+mod secured;
 mod security;
 mod window;

@@ -49,6 +49,7 @@ fn tls_server(certs: &Certs, auth_clients: &'static str, users: Vec<String>) -> 
             key: certs.path("server.key"),
             ca: certs.path("ca.crt"),
             auth_clients,
+            client: None,
         }),
         users,
         ..Options::default()

@@ -27,6 +27,7 @@ fn a_rediss_url_without_settings_trusts_the_system_roots() {
             key: certs.path("server.key"),
             ca: certs.path("ca.crt"),
             auth_clients: "no",
+            client: None,
         }),
         ..Options::default()
     });

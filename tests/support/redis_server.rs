@@ -3,11 +3,13 @@
 //! (a replica writes the snapshot its master sends it there, and a cluster
 //! node its `nodes.conf`; nothing lands in the checkout); killed when
 //! dropped, with its directory, and restartable on the same port.
-//! [`RedisServer::start_with`] adds TLS (the only port then speaks TLS),
-//! ACL users and other arguments. [`RedisCluster`] starts a Redis Cluster of
-//! three masters with a replica each (`redis-cli --cluster create`), and
-//! [`RedisSentinels`] a master, a replica and three sentinels
-//! (`redis-server --sentinel`).
+//! [`RedisServer::start_with`] adds TLS (the only port then speaks TLS), a
+//! password (`requirepass`), ACL users and other arguments. [`RedisCluster`]
+//! starts a Redis Cluster of three masters with a replica each
+//! (`redis-cli --cluster create`), and [`RedisSentinels`] a master, a
+//! replica and three sentinels (`redis-server --sentinel`); each also with
+//! TLS and passwords ([`RedisCluster::start_with`],
+//! [`RedisSentinels::start_with`]).
 //!
 //! It needs nothing else of the support tree: the fleet bench and the
 //! fleet-timeline example (`benches/`) include this file by its path.
@@ -29,6 +31,9 @@ use std::time::{Duration, Instant};
 pub struct Options {
     /// Listen with TLS only (`--port 0 --tls-port PORT`).
     pub tls: Option<TlsFiles>,
+    /// The default user's password (`--requirepass`), also the one a
+    /// replica gives its master (`--masterauth`).
+    pub password: Option<String>,
     /// ACL users, one `user` directive each, as `redis.conf` writes them
     /// (`"fleet on >password ~{prod:* &prod:fleet +evalsha"`).
     pub users: Vec<String>,
@@ -46,6 +51,25 @@ pub struct TlsFiles {
     pub ca: PathBuf,
     /// `--tls-auth-clients`: `"no"`, `"optional"` or `"yes"`.
     pub auth_clients: &'static str,
+    /// The certificate and key the server shows when it connects as a
+    /// client (a replica to its master, a sentinel, a cluster node to
+    /// another: `--tls-client-cert-file`), and `redis-cli` shows.
+    pub client: Option<(PathBuf, PathBuf)>,
+}
+
+impl TlsFiles {
+    /// The files of a directory that holds `ca.crt`, `server.crt`,
+    /// `server.key`, `client.crt` and `client.key` (as `Certs` makes them),
+    /// clients asked for a certificate as `auth_clients` says.
+    pub fn in_dir(dir: &std::path::Path, auth_clients: &'static str) -> TlsFiles {
+        TlsFiles {
+            cert: dir.join("server.crt"),
+            key: dir.join("server.key"),
+            ca: dir.join("ca.crt"),
+            auth_clients,
+            client: Some((dir.join("client.crt"), dir.join("client.key"))),
+        }
+    }
 }
 
 /// How long a fleet test waits for the fleet to do what it must before
@@ -125,6 +149,26 @@ impl RedisServer {
         self.port
     }
 
+    /// `redis-cli` with `args` against this server, over TLS and with its
+    /// password if it has them; its output.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let mut all = self.cli_options();
+        all.extend(args.iter().map(|a| a.to_string()));
+        redis_cli(&all.iter().map(String::as_str).collect::<Vec<_>>())
+    }
+
+    /// `redis-cli`'s options to reach this server.
+    fn cli_options(&self) -> Vec<String> {
+        let mut all = vec![
+            "-h".to_owned(),
+            "127.0.0.1".to_owned(),
+            "-p".to_owned(),
+            self.port.to_string(),
+        ];
+        all.extend(cli_secrets(&self.options));
+        all
+    }
+
     /// Kills the server (SIGKILL) and waits for it to exit: connections
     /// are then refused.
     pub fn kill(&mut self) {
@@ -185,6 +229,18 @@ impl RedisServer {
                 .arg(&tls.ca)
                 .args(["--tls-auth-clients", tls.auth_clients]),
         };
+        if let Some((cert, key)) = self.options.tls.as_ref().and_then(|t| t.client.as_ref()) {
+            command
+                .arg("--tls-client-cert-file")
+                .arg(cert)
+                .arg("--tls-client-key-file")
+                .arg(key);
+        }
+        if let Some(password) = &self.options.password {
+            command
+                .args(["--requirepass", password])
+                .args(["--masterauth", password]);
+        }
         for user in &self.options.users {
             command.arg("--user").args(user.split_whitespace());
         }
@@ -233,8 +289,14 @@ impl RedisServer {
             return true;
         }
         let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
-        let mut buf = [0u8; 7];
-        s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+        let (ask, answer) = match &self.options.password {
+            None => ("PING\r\n".to_owned(), "+PONG\r\n"),
+            Some(p) => (format!("AUTH {p}\r\nPING\r\n"), "+OK\r\n+PONG\r\n"),
+        };
+        let mut buf = vec![0u8; answer.len()];
+        s.write_all(ask.as_bytes()).is_ok()
+            && s.read_exact(&mut buf).is_ok()
+            && buf == answer.as_bytes()
     }
 }
 
@@ -261,6 +323,31 @@ pub fn redis_cli(args: &[&str]) -> String {
     text
 }
 
+/// `redis-cli`'s options for a server with `options`: TLS with its CA (and
+/// the client certificate, if the server has one), and its password.
+fn cli_secrets(options: &Options) -> Vec<String> {
+    let mut all = Vec::new();
+    if let Some(tls) = &options.tls {
+        all.push("--tls".to_owned());
+        all.push("--cacert".to_owned());
+        all.push(tls.ca.display().to_string());
+        if let Some((cert, key)) = &tls.client {
+            all.push("--cert".to_owned());
+            all.push(cert.display().to_string());
+            all.push("--key".to_owned());
+            all.push(key.display().to_string());
+        }
+    }
+    if let Some(password) = &options.password {
+        all.extend([
+            "-a".to_owned(),
+            password.clone(),
+            "--no-auth-warning".to_owned(),
+        ]);
+    }
+    all
+}
+
 /// One command to the server at `port`, as `redis-cli` prints its answer.
 pub fn cli_at(port: u16, args: &[&str]) -> String {
     let port = port.to_string();
@@ -279,40 +366,53 @@ pub struct RedisCluster {
 
 impl RedisCluster {
     pub fn start() -> RedisCluster {
-        let options = Options {
-            args: [
+        RedisCluster::start_with(Options::default(), 1, 1000)
+    }
+
+    /// Three masters with `replicas` replicas each, every node with
+    /// `options` (with TLS, the cluster bus and replication speak TLS too)
+    /// and `--cluster-node-timeout node_timeout_ms`.
+    pub fn start_with(options: Options, replicas: usize, node_timeout_ms: u32) -> RedisCluster {
+        let mut options = options;
+        options.args.extend(
+            [
                 "--cluster-enabled",
                 "yes",
                 "--cluster-config-file",
                 "nodes.conf",
                 "--cluster-node-timeout",
-                "1000",
+                &node_timeout_ms.to_string(),
                 "--cluster-replica-validity-factor",
                 "0",
             ]
-            .map(String::from)
-            .to_vec(),
-            ..Options::default()
-        };
-        let nodes: Vec<RedisServer> = (0..6)
+            .map(String::from),
+        );
+        if options.tls.is_some() {
+            options
+                .args
+                .extend(["--tls-cluster", "yes", "--tls-replication", "yes"].map(String::from));
+        }
+        let nodes: Vec<RedisServer> = (0..3 * (1 + replicas))
             .map(|_| RedisServer::start_with(options.clone()))
             .collect();
         let addrs: Vec<String> = nodes
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port()))
             .collect();
-        let mut args = vec!["--cluster", "create"];
-        args.extend(addrs.iter().map(String::as_str));
-        args.extend(["--cluster-replicas", "1", "--cluster-yes"]);
-        redis_cli(&args);
+        let replicas_arg = replicas.to_string();
+        let mut args: Vec<String> = cli_secrets(&options);
+        args.extend(["--cluster".to_owned(), "create".to_owned()]);
+        args.extend(addrs);
+        args.extend(["--cluster-replicas", &replicas_arg, "--cluster-yes"].map(String::from));
+        redis_cli(&args.iter().map(String::as_str).collect::<Vec<_>>());
         let cluster = RedisCluster { nodes };
         wait_for(
             "every node to see the cluster ok, with its replicas",
             || {
                 cluster
                     .live()
-                    .all(|n| cli_at(n.port(), &["CLUSTER", "INFO"]).contains("cluster_state:ok"))
-                    && cluster.replicas_of_masters() == 3
+                    .all(|n| n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"))
+                    && cluster.replicas_of_masters() == 3 * replicas
             },
         );
         cluster
@@ -330,7 +430,7 @@ impl RedisCluster {
     /// `CLUSTER NODES` as a live node sees it.
     fn table(&self) -> String {
         let node = self.live().next().expect("a live node");
-        cli_at(node.port(), &["CLUSTER", "NODES"])
+        node.cli(&["CLUSTER", "NODES"])
     }
 
     /// How many replicas are attached to live masters.
@@ -346,7 +446,8 @@ impl RedisCluster {
     /// taken over yet).
     pub fn master_of(&self, key: &str) -> Option<u16> {
         let node = self.live().next().expect("a live node");
-        let slot: u16 = cli_at(node.port(), &["CLUSTER", "KEYSLOT", key])
+        let slot: u16 = node
+            .cli(&["CLUSTER", "KEYSLOT", key])
             .trim()
             .parse()
             .expect("a slot");
@@ -367,6 +468,14 @@ impl RedisCluster {
         None
     }
 
+    /// The node at `port`.
+    pub fn node(&self, port: u16) -> &RedisServer {
+        self.nodes
+            .iter()
+            .find(|n| n.port() == port)
+            .expect("a node of the cluster")
+    }
+
     /// Kills the node at `port` (SIGKILL).
     pub fn kill(&mut self, port: u16) {
         self.nodes
@@ -380,42 +489,94 @@ impl RedisCluster {
 /// The master name the sentinels of [`RedisSentinels`] monitor.
 pub const SERVICE: &str = "fusebox-master";
 
+/// What a [`RedisSentinels`] group runs with.
+#[derive(Debug, Clone)]
+pub struct SentinelSetup {
+    /// TLS for every server, sentinels included (their connections to the
+    /// master, the replica and each other too).
+    pub tls: Option<TlsFiles>,
+    /// The master's and the replica's password (`requirepass`; the
+    /// sentinels are given it as `sentinel auth-pass`).
+    pub master_password: Option<String>,
+    /// The sentinels' own password (`requirepass` and, to reach each
+    /// other, `sentinel sentinel-pass`).
+    pub sentinel_password: Option<String>,
+    /// Whether the master has a replica.
+    pub replica: bool,
+    /// How many sentinels (the quorum is two, or one for a lone sentinel).
+    pub sentinels: usize,
+}
+
+impl Default for SentinelSetup {
+    fn default() -> SentinelSetup {
+        SentinelSetup {
+            tls: None,
+            master_password: None,
+            sentinel_password: None,
+            replica: true,
+            sentinels: 3,
+        }
+    }
+}
+
 /// A master, a replica of it, and three sentinels monitoring it as
 /// [`SERVICE`] (quorum 2, `down-after-milliseconds 500`), each on a free
 /// loopback port.
 #[derive(Debug)]
 pub struct RedisSentinels {
     pub master: RedisServer,
-    pub replica: RedisServer,
+    pub replica: Option<RedisServer>,
     pub sentinels: Vec<RedisServer>,
 }
 
 impl RedisSentinels {
     pub fn start() -> RedisSentinels {
-        let master = RedisServer::start();
-        let replica = RedisServer::start_with(Options {
-            args: vec![
+        RedisSentinels::start_with(SentinelSetup::default())
+    }
+
+    /// A group as `setup` says, once every sentinel sees the master up,
+    /// its replica and the other sentinels.
+    pub fn start_with(setup: SentinelSetup) -> RedisSentinels {
+        let mut options = Options {
+            tls: setup.tls.clone(),
+            password: setup.master_password.clone(),
+            ..Options::default()
+        };
+        if options.tls.is_some() {
+            options.args = ["--tls-replication", "yes"].map(String::from).to_vec();
+        }
+        let master = RedisServer::start_with(options.clone());
+        let replica = setup.replica.then(|| {
+            let mut options = options.clone();
+            options.args.extend([
                 "--replicaof".into(),
                 "127.0.0.1".into(),
                 master.port().to_string(),
-            ],
-            ..Options::default()
+            ]);
+            RedisServer::start_with(options)
         });
-        let sentinels: Vec<RedisServer> = (0..3)
-            .map(|_| RedisServer::start_sentinel(master.port()))
+        let sentinels: Vec<RedisServer> = (0..setup.sentinels)
+            .map(|_| RedisServer::start_sentinel(master.port(), &setup))
             .collect();
         let group = RedisSentinels {
             master,
             replica,
             sentinels,
         };
-        wait_for("the sentinels to know the replica and each other", || {
-            group.sentinels.iter().all(|s| {
-                let replicas = cli_at(s.port(), &["SENTINEL", "REPLICAS", SERVICE]);
-                let others = cli_at(s.port(), &["SENTINEL", "SENTINELS", SERVICE]);
-                replicas.contains("slave") && others.matches("name").count() == 2
-            })
-        });
+        wait_for(
+            "the sentinels to see the master up, the replica and each other",
+            || {
+                group.sentinels.iter().all(|s| {
+                    let master = s.cli(&["SENTINEL", "MASTER", SERVICE]);
+                    let replicas = s.cli(&["SENTINEL", "REPLICAS", SERVICE]);
+                    let others = s.cli(&["SENTINEL", "SENTINELS", SERVICE]);
+                    !master.contains("s_down")
+                        && !master.contains("disconnected")
+                        && (!setup.replica || replicas.contains("slave"))
+                        && others.matches("name").count() == setup.sentinels - 1
+                })
+            },
+        );
         group
     }
 
@@ -426,36 +587,64 @@ impl RedisSentinels {
 
     /// The master's port as the sentinels name it now.
     pub fn master_port(&self) -> Option<u16> {
-        let answer = cli_at(
-            self.sentinels[0].port(),
-            &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE],
-        );
+        let answer = self.sentinels[0].cli(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE]);
         answer.lines().nth(1)?.trim().parse().ok()
     }
 }
 
 impl RedisServer {
     /// A sentinel (`redis-server sentinel.conf --sentinel`) monitoring the
-    /// master at `master` as [`SERVICE`].
-    fn start_sentinel(master: u16) -> RedisServer {
+    /// master at `master` as [`SERVICE`], with `setup`'s TLS and passwords.
+    fn start_sentinel(master: u16, setup: &SentinelSetup) -> RedisServer {
+        let options = Options {
+            tls: setup.tls.clone(),
+            password: setup.sentinel_password.clone(),
+            ..Options::default()
+        };
+        let quorum = setup.sentinels.min(2);
         for _ in 0..5 {
             let port = free_port();
             let dir = std::env::temp_dir()
                 .join(format!("fusebox-sentinel-{}-{port}", std::process::id()));
             std::fs::create_dir_all(&dir).expect("a directory for the sentinel");
             let conf = dir.join("sentinel.conf");
-            std::fs::write(
-                &conf,
-                format!(
-                    "port {port}\nbind 127.0.0.1\ndir {}\n\
-                     sentinel monitor {SERVICE} 127.0.0.1 {master} 2\n\
-                     sentinel down-after-milliseconds {SERVICE} 500\n\
-                     sentinel failover-timeout {SERVICE} 2000\n\
-                     sentinel parallel-syncs {SERVICE} 1\n",
-                    dir.display()
-                ),
-            )
-            .expect("write sentinel.conf");
+            let mut text = format!("bind 127.0.0.1\ndir {}\n", dir.display());
+            match &setup.tls {
+                None => text.push_str(&format!("port {port}\n")),
+                Some(tls) => {
+                    text.push_str(&format!(
+                        "port 0\ntls-port {port}\ntls-replication yes\n\
+                         tls-cert-file {}\ntls-key-file {}\ntls-ca-cert-file {}\n\
+                         tls-auth-clients {}\n",
+                        tls.cert.display(),
+                        tls.key.display(),
+                        tls.ca.display(),
+                        tls.auth_clients
+                    ));
+                    if let Some((cert, key)) = &tls.client {
+                        text.push_str(&format!(
+                            "tls-client-cert-file {}\ntls-client-key-file {}\n",
+                            cert.display(),
+                            key.display()
+                        ));
+                    }
+                }
+            }
+            if let Some(password) = &setup.sentinel_password {
+                text.push_str(&format!(
+                    "requirepass {password}\nsentinel sentinel-pass {password}\n"
+                ));
+            }
+            text.push_str(&format!(
+                "sentinel monitor {SERVICE} 127.0.0.1 {master} {quorum}\n\
+                 sentinel down-after-milliseconds {SERVICE} 500\n\
+                 sentinel failover-timeout {SERVICE} 2000\n\
+                 sentinel parallel-syncs {SERVICE} 1\n"
+            ));
+            if let Some(password) = &setup.master_password {
+                text.push_str(&format!("sentinel auth-pass {SERVICE} {password}\n"));
+            }
+            std::fs::write(&conf, text).expect("write sentinel.conf");
             let child = Command::new("redis-server")
                 .arg(&conf)
                 .arg("--sentinel")
@@ -465,7 +654,7 @@ impl RedisServer {
                 .unwrap_or_else(|e| panic!("cannot start redis-server --sentinel ({e})"));
             let mut server = RedisServer {
                 port,
-                options: Options::default(),
+                options: options.clone(),
                 child: Some(child),
                 dir,
             };
