@@ -1755,6 +1755,15 @@ proptest! {
     #![proptest_config(ProptestConfig {
         cases: 2_048,
         max_shrink_iters: 4_096,
+        // The seeds of past failures, read before any new case and appended
+        // to on a new failure. Named here rather than found from this file's
+        // place in the tree, so that moving the file keeps its seeds.
+        failure_persistence: Some(Box::new(
+            proptest::test_runner::FileFailurePersistence::Direct(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/proptest-regressions/model.txt"
+            )),
+        )),
         ..ProptestConfig::default()
     })]
 
