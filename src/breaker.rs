@@ -362,10 +362,7 @@ impl Breaker {
             let mut core = self.lock();
             // Calls stuck since the last scan open the breaker before this
             // one is judged.
-            let stuck = self.scan_in_flight(&mut core, now);
-            if let Some(t) = stuck.clone() {
-                self.publish(&mut core, t);
-            }
+            let stuck = self.settle_in_flight(&mut core, now);
             let (admit, transition) = core.machine.admit(now);
             let changed = match transition {
                 Some(t) => {
@@ -376,7 +373,7 @@ impl Breaker {
                 None => self.sync_gate(&mut core),
             };
             self.store_watch_from(&core, now);
-            (admit, u64::from(changed) + u64::from(stuck.is_some()))
+            (admit, u64::from(changed) + u64::from(stuck))
         };
         if changed > 0 {
             self.inner.dispatch(changed);

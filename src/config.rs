@@ -302,12 +302,19 @@ impl<T> BreakerBuilder<T> {
     ///
     /// The breaker counts only the calls it admitted while closed (or
     /// ramping up), at most 64 at once (more go untracked), and notices
-    /// them when a call arrives, or a full bulkhead refuses one: there is
-    /// no watcher thread. Calls admitted before a state change never count
-    /// in the next state; a stuck call that returns after the trip is
-    /// counted in the totals only; one that never returns is forgotten
-    /// when the breaker next closes. Inside a maintenance window stuck
-    /// calls open nothing, as failures there count for nothing.
+    /// them when a call arrives, a full bulkhead refuses one, or anyone
+    /// looks ([`Breaker::state`](crate::Breaker::state),
+    /// [`would_permit`](crate::Breaker::would_permit),
+    /// [`snapshot`](crate::Breaker::snapshot), and so a scrape): a look
+    /// opens it as the next call would. There is no watcher thread. Calls
+    /// admitted before a state change never count in the next state; a
+    /// stuck call that returns after the trip is counted in the totals
+    /// only; one that never returns is forgotten when the breaker next
+    /// closes. Time inside a maintenance window counts for nothing: a call
+    /// is aged from its start or from the end of the last window it was
+    /// out through, whichever is later. With `hung_call_duration` too, a
+    /// trip on both rules at once carries
+    /// [`Reason::StuckAndHungCalls`](crate::Reason::StuckAndHungCalls).
     ///
     /// Choosing `n`: below the calls the dependency has in flight at its
     /// normal load over `slow_call_duration` plus a margin, so that normal
@@ -315,10 +322,11 @@ impl<T> BreakerBuilder<T> {
     /// in front, at most its limit.
     ///
     /// Cost: allocates a table of 64 words (512 bytes) at build; each
-    /// closed call claims a word when admitted and frees it when it reports
-    /// or is cancelled (two compare-and-swaps, no lock); about once per
-    /// `slow_call_duration` under load one admission takes the lock to scan
-    /// the table. Off (`None`) by default; a breaker without it or
+    /// closed call claims a word when admitted (one compare-and-swap, no
+    /// lock) and frees it when it reports or is cancelled (a plain store,
+    /// under the lock its outcome is recorded under); about once per
+    /// `slow_call_duration` under load one admission, or one look, takes
+    /// the lock to scan the table. Off (`None`) by default; a breaker without it or
     /// `hung_call_duration` pays nothing.
     ///
     /// ```

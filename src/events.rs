@@ -92,14 +92,29 @@ pub enum Reason {
     ProbeExpired,
     /// Calls admitted while closed were still in flight after `over`:
     /// `count` of them past `slow_call_duration` reached
-    /// `stuck_call_threshold`, or one was past `hung_call_duration`. None
-    /// of them had to return.
+    /// `stuck_call_threshold`, or one was past `hung_call_duration`, and
+    /// not both (that is [`StuckAndHungCalls`](Self::StuckAndHungCalls)).
+    /// None of them had to return.
     StuckCalls {
         /// Calls in flight past `over` when the breaker opened.
         count: u32,
         /// The mark they were past: `slow_call_duration` or
         /// `hung_call_duration`.
         over: Duration,
+    },
+    /// Both rules of calls in flight held at once: `stuck` calls past
+    /// `slow_call_duration` reached `stuck_call_threshold`, and `hung` of
+    /// them were past `hung_call_duration` (always the longer mark, so
+    /// the hung calls are among the stuck ones).
+    StuckAndHungCalls {
+        /// Calls in flight past `stuck_over` when the breaker opened.
+        stuck: u32,
+        /// `slow_call_duration`.
+        stuck_over: Duration,
+        /// Of those, the calls in flight past `hung_over`.
+        hung: u32,
+        /// `hung_call_duration`.
+        hung_over: Duration,
     },
     /// A probe was still in flight after `over`, its slow mark (the shorter
     /// of `slow_call_duration` and the latency policy's threshold, or
@@ -211,6 +226,24 @@ impl fmt::Display for Reason {
                     "{count} {calls} in flight for over {}",
                     crate::duration::display(*over)
                 )
+            }
+            Reason::StuckAndHungCalls {
+                stuck,
+                stuck_over,
+                hung,
+                hung_over,
+            } => {
+                let (stuck_over, hung_over) = (
+                    crate::duration::display(*stuck_over),
+                    crate::duration::display(*hung_over),
+                );
+                match stuck {
+                    1 => write!(f, "1 call in flight for over {hung_over}, past {stuck_over} too"),
+                    _ => write!(
+                        f,
+                        "{stuck} calls in flight for over {stuck_over}, {hung} of them for over {hung_over}"
+                    ),
+                }
             }
             Reason::ProbeStuck { over } => write!(
                 f,

@@ -25,9 +25,11 @@
 //!   every count, unless one went untracked, when the count is one low
 //!   until the other reports.
 //! - **scan** (under the lock): the ages of the calls of the current
-//!   period, how many are past each mark, and when the next one crosses a
-//!   mark; words of earlier periods (calls that never reported, or that
-//!   claimed as the period ended) are emptied.
+//!   period (from their start, or from the end of a maintenance window
+//!   they were out through: time inside one counts for nothing), how many
+//!   are past each mark, and when the next one crosses a mark; words of
+//!   earlier periods (calls that never reported, or that claimed as the
+//!   period ended) are emptied.
 //!
 //! Why plain accesses are exact for a release and a scan: only a claim
 //! writes a word without the lock, and a claim only writes an empty one. A
@@ -166,9 +168,12 @@ impl InFlight {
     }
 
     /// Under the lock: the calls of `generation` at `now` against `marks`,
+    /// each aged from its start or from `from`, whichever is later (the
+    /// end of a maintenance window it was out through, `now` inside one),
     /// emptying the words of other periods. A call that claimed after `now`
     /// was read is 0 old.
-    pub(crate) fn scan(&self, generation: u64, now: u64, marks: Marks) -> Scan {
+    pub(crate) fn scan(&self, generation: u64, now: u64, marks: Marks, from: u64) -> Scan {
+        let most = now.saturating_sub(from);
         let current = generation & GENERATION_MASK;
         let mut scan = Scan {
             next: u64::MAX,
@@ -188,7 +193,11 @@ impl InFlight {
             let age = now.wrapping_sub(w) & START_MASK;
             // A start after `now` (claimed after the clock was read) wraps
             // to the top half: 0 old.
-            let age = if age > START_MASK / 2 { 0 } else { age };
+            let age = if age > START_MASK / 2 {
+                0
+            } else {
+                age.min(most)
+            };
             scan.tracked += 1;
             for (mark, count) in [(marks.stuck, &mut scan.stuck), (marks.hung, &mut scan.hung)] {
                 if mark == u64::MAX {
@@ -241,7 +250,9 @@ pub mod model {
         /// `hung` nanoseconds, under the lock.
         pub fn scan(&self, generation: u64, now: u64, stuck: u64, hung: u64) -> Seen {
             let _lock = self.1.lock().unwrap();
-            let s = self.0.scan(generation, now, super::Marks { stuck, hung });
+            let s = self
+                .0
+                .scan(generation, now, super::Marks { stuck, hung }, 0);
             (s.tracked, s.stuck, s.hung)
         }
     }
@@ -262,14 +273,30 @@ mod tests {
         assert!(t.claim(3, 100));
         assert!(t.claim(3, 160));
         assert!(t.claim(3, 100), "the same start takes another word");
-        let s = t.scan(3, 200, MARKS);
+        let s = t.scan(3, 200, MARKS, 0);
         assert_eq!((s.tracked, s.stuck, s.hung), (3, 2, 0));
         // The call of 160 crosses 50 at 211; those of 100 cross 500 at 601.
         assert_eq!(s.next, 211);
         t.release(3, 100);
-        let s = t.scan(3, 700, MARKS);
+        let s = t.scan(3, 700, MARKS, 0);
         assert_eq!((s.tracked, s.stuck, s.hung), (2, 2, 2));
         assert_eq!(s.next, u64::MAX, "every call is past every mark");
+    }
+
+    #[test]
+    fn calls_are_aged_from_their_start_or_from_the_floor_whichever_is_later() {
+        let t = InFlight::new();
+        assert!(t.claim(3, 100));
+        assert!(t.claim(3, 400));
+        // Aged from 350: the call of 100 is 50 old (at the mark, which it
+        // crosses at 401), the call of 400 is 0 old (crossing at 451).
+        let s = t.scan(3, 400, MARKS, 350);
+        assert_eq!((s.tracked, s.stuck, s.next), (2, 0, 401));
+        let s = t.scan(3, 401, MARKS, 350);
+        assert_eq!((s.stuck, s.hung, s.next), (1, 0, 451));
+        // A floor at now: nobody is past anything.
+        let s = t.scan(3, 2_000, MARKS, 2_000);
+        assert_eq!((s.stuck, s.hung, s.next), (0, 0, 2_051));
     }
 
     #[test]
@@ -278,9 +305,9 @@ mod tests {
         assert!(t.claim(3, 100));
         t.release(3, 101);
         t.release(2, 100);
-        assert_eq!(t.scan(3, 100, MARKS).tracked, 1);
+        assert_eq!(t.scan(3, 100, MARKS, 0).tracked, 1);
         t.release(3, 100);
-        assert_eq!(t.scan(3, 100, MARKS).tracked, 0);
+        assert_eq!(t.scan(3, 100, MARKS, 0).tracked, 0);
     }
 
     #[test]
@@ -291,10 +318,10 @@ mod tests {
         }
         assert!(!t.claim(7, 99), "every word held: untracked");
         assert!(!t.claim(8, 99), "a claim takes only an empty word");
-        let s = t.scan(8, 100, MARKS);
+        let s = t.scan(8, 100, MARKS, 0);
         assert_eq!(s.tracked, 0, "the period before's calls are not counted");
         assert!(t.claim(8, 99), "and their words are free");
-        assert_eq!(t.scan(9, 100, MARKS).tracked, 0, "all emptied");
+        assert_eq!(t.scan(9, 100, MARKS, 0).tracked, 0, "all emptied");
         for start in 0..SLOTS as u64 {
             assert!(t.claim(9, start));
         }
@@ -305,12 +332,12 @@ mod tests {
         let t = InFlight::new();
         let start = START_MASK - 10;
         assert!(t.claim(0, start));
-        let s = t.scan(0, START_MASK + 1 + 100, MARKS);
+        let s = t.scan(0, START_MASK + 1 + 100, MARKS, 0);
         assert_eq!((s.tracked, s.stuck), (1, 1), "111 old, past 50");
-        let s = t.scan(0, start - 5, MARKS);
+        let s = t.scan(0, start - 5, MARKS, 0);
         assert_eq!(s.stuck, 0, "a start after the scan's clock is 0 old");
         // Generations wrap at 2^15 too.
         assert!(t.claim(1 << 15, 7));
-        assert_eq!(t.scan(0, 7, MARKS).tracked, 2);
+        assert_eq!(t.scan(0, 7, MARKS, 0).tracked, 2);
     }
 }

@@ -61,15 +61,24 @@ struct Probe {
 }
 
 /// Lifetime totals. Never reset, so they can feed monotonic counters.
+/// The calls reported are not kept apart: every one is a success, a
+/// failure or ignored ([`calls`](Self::calls)), and a word less keeps the
+/// breaker's shared state within its lines.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Totals {
-    pub(crate) calls: u64,
     pub(crate) successes: u64,
     pub(crate) failures: u64,
     pub(crate) ignored: u64,
     pub(crate) slow: u64,
     /// Calls cancelled before they finished: not in `calls`.
     pub(crate) cancelled: u64,
+}
+
+impl Totals {
+    /// Calls reported with an outcome: successes, failures and ignored.
+    pub(crate) fn calls(&self) -> u64 {
+        self.successes + self.failures + self.ignored
+    }
 }
 
 // The gate (`src/gate.rs`): one word that lets the hot path decide without
@@ -321,25 +330,51 @@ impl Machine {
         }
     }
 
+    /// From when the calls in flight are aged at `now`, at the latest
+    /// (`src/in_flight.rs`): time inside a maintenance window counts for
+    /// nothing, so inside one `now` (every call is 0 old), and after one,
+    /// its end (a call out through it is aged from there). 0 without one.
+    pub(crate) fn in_flight_aged_from(&self, now: u64) -> u64 {
+        self.recovering.maintenance_floor(now)
+    }
+
     /// Judges the calls in flight a scan at `now` saw (`scan` of the
-    /// current period): opens a closed or ramping breaker when one is past
-    /// `hung_call_duration`, or `stuck_call_threshold` are past
-    /// `slow_call_duration`. Not inside a maintenance window, where
-    /// failures count for nothing either.
+    /// current period, aged from [`in_flight_aged_from`], so that none is
+    /// past a mark inside a maintenance window): opens a closed or ramping
+    /// breaker when one is past `hung_call_duration`, or
+    /// `stuck_call_threshold` are past `slow_call_duration`. When both
+    /// hold, the reason names both.
+    ///
+    /// [`in_flight_aged_from`]: Self::in_flight_aged_from
     pub(crate) fn judge_in_flight(&mut self, now: u64, scan: &Scan) -> Option<Transition> {
-        if self.state != State::Closed || self.recovering.maintenance_until(now).is_some() {
+        if self.state != State::Closed {
             return None;
         }
-        if let Some(d) = self.s.hung_call_duration.filter(|_| scan.hung > 0) {
-            let count = scan.hung;
-            return Some(self.trip(now, Reason::StuckCalls { count, over: d }));
-        }
-        let n = self.s.stuck_call_threshold?;
-        let over = self.s.slow_call_duration?;
-        (scan.stuck >= n).then(|| {
-            let count = scan.stuck;
-            self.trip(now, Reason::StuckCalls { count, over })
-        })
+        let hung = self.s.hung_call_duration.filter(|_| scan.hung > 0);
+        let stuck = self
+            .s
+            .stuck_call_threshold
+            .zip(self.s.slow_call_duration)
+            .filter(|&(n, _)| scan.stuck >= n)
+            .map(|(_, over)| over);
+        let reason = match (stuck, hung) {
+            (Some(stuck_over), Some(hung_over)) => Reason::StuckAndHungCalls {
+                stuck: scan.stuck,
+                stuck_over,
+                hung: scan.hung,
+                hung_over,
+            },
+            (Some(over), None) => Reason::StuckCalls {
+                count: scan.stuck,
+                over,
+            },
+            (None, Some(over)) => Reason::StuckCalls {
+                count: scan.hung,
+                over,
+            },
+            (None, None) => return None,
+        };
+        Some(self.trip(now, reason))
     }
 
     /// With calls in flight tracked: how long a probe may be out before it
@@ -546,7 +581,6 @@ impl Machine {
         }
         let slow = outcome == Verdict::Success && elapsed > self.slow_after();
         let t = &mut self.totals;
-        t.calls += 1;
         match outcome {
             Verdict::Success => t.successes += 1,
             Verdict::Failure | Verdict::Throttled(_) => t.failures += 1,
@@ -803,8 +837,10 @@ impl Machine {
     fn reopen(&mut self, now: u64, reason: Reason) -> Transition {
         self.reopens = self.reopens.saturating_add(1);
         self.reopens_total += 1;
-        if matches!(reason, Reason::ProbeExpired | Reason::ProbeStuck { .. }) {
-            self.probe_totals.expired += 1;
+        match reason {
+            Reason::ProbeExpired => self.probe_totals.expired += 1,
+            Reason::ProbeStuck { .. } => self.probe_totals.stuck += 1,
+            _ => {}
         }
         self.open(now, reason)
     }
@@ -987,7 +1023,6 @@ impl Machine {
     /// operation moves it, and each one absorbs first. Being quiet, they
     /// change nothing else.
     pub(crate) fn absorb_quiet_successes(&mut self, n: u64) {
-        self.totals.calls += n;
         self.totals.successes += n;
         self.consecutive_successes += n;
         if let Some(w) = &mut self.window {
@@ -1008,7 +1043,6 @@ impl Machine {
         generation: u64,
         n: u64,
     ) -> Option<Transition> {
-        self.totals.calls += n;
         self.totals.successes += n;
         if !self.is_current(Ticket::Closed { generation }) {
             return None;
@@ -1384,7 +1418,7 @@ mod tests {
                 calls: 10
             }
         );
-        assert_eq!(m.totals.calls, 13, "all five in the totals");
+        assert_eq!(m.totals.calls(), 13, "all five in the totals");
         assert_eq!(
             m.window.as_ref().unwrap().totals().calls,
             10,
@@ -1450,7 +1484,7 @@ mod tests {
         };
         let mut m = Machine::new(Arc::new(s), &Recovery::default(), 1, SEC);
         assert!(m.cancel(SEC, closed(&m)).is_none());
-        assert_eq!((m.totals.calls, m.totals.cancelled), (0, 1));
+        assert_eq!((m.totals.calls(), m.totals.cancelled), (0, 1));
         assert!(quiet(&m), "no run to reset, no window touched");
 
         m.record(SEC, closed(&m), Verdict::Failure, 0)

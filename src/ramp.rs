@@ -45,7 +45,9 @@ pub struct RampUp {
 
 impl RampUp {
     /// A ramp that lasts `duration` and starts by admitting `start` of the
-    /// calls (in `(0, 1]`; `build()` checks both).
+    /// calls, in `(0, 1)`: `build()` checks both, and refuses a `start`
+    /// of 1 (all of the calls from the start: no ramp at all) with a
+    /// [`ConfigError`](crate::ConfigError) naming `ramp_up`.
     pub const fn linear(duration: Duration, start: f64) -> Self {
         RampUp { duration, start }
     }
@@ -77,8 +79,8 @@ impl RampUp {
         )?;
         check(
             "ramp_up",
-            self.start > 0.0 && self.start <= 1.0,
-            "must start with a fraction within (0, 1]",
+            self.start > 0.0 && self.start < 1.0,
+            "must start with a fraction within (0, 1) (from 1 it never ramps)",
             self.start,
         )?;
         Ok(())

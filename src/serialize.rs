@@ -65,10 +65,11 @@ impl Serialize for Totals {
 
 impl Serialize for ProbeTotals {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut out = s.serialize_struct("ProbeTotals", 4)?;
+        let mut out = s.serialize_struct("ProbeTotals", 5)?;
         out.serialize_field("successes", &self.successes)?;
         out.serialize_field("failures", &self.failures)?;
         out.serialize_field("expired", &self.expired)?;
+        out.serialize_field("stuck", &self.stuck)?;
         out.serialize_field("ignored", &self.ignored)?;
         out.end()
     }

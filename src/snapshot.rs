@@ -51,6 +51,12 @@ pub struct ProbeTotals {
     /// Half-open periods ended by a probe out past `max_probe_duration`:
     /// one each, whichever call or report found it.
     pub expired: u64,
+    /// Half-open periods ended by a probe out past its slow mark, with
+    /// `stuck_call_threshold` or `hung_call_duration` set
+    /// ([`Reason::ProbeStuck`](crate::Reason::ProbeStuck)), before
+    /// `max_probe_duration`: one each, whichever call, report or look
+    /// found it. Not in `expired`.
+    pub stuck: u64,
     /// Probes whose error the classifier ignored: they give their place
     /// back and decide nothing.
     pub ignored: u64,
@@ -129,10 +135,15 @@ impl StateTimes {
 ///   period the next call would start (the breaker's next jitter draw
 ///   included) and no probe in flight.
 ///
-/// Taking a snapshot makes no call and no transition of its own. `trips`,
-/// `totals` and `last_transition` say what has happened, so they move when
-/// a call (or an override) makes the transition. [`Breaker::state`] reads
-/// the same state.
+/// Taking a snapshot makes no call. `trips`, `totals` and
+/// `last_transition` say what has happened, so they move when a call (or
+/// an override) makes the transition, with two exceptions, transitions
+/// that are due with nobody to make them, which the snapshot makes: an
+/// override past its expiry ends, and calls in flight that the next call
+/// would open the breaker on (`stuck_call_threshold`,
+/// `hung_call_duration`) open it, as they would at that call, the change
+/// delivered as any other. [`Breaker::state`] and
+/// [`Breaker::would_permit`] read the same state.
 ///
 /// The fields are consistent with each other: the counters are read under
 /// the breaker's lock after every success counted without it has been
@@ -152,6 +163,7 @@ impl StateTimes {
 /// [`StateChange`] leaves out its process-local `at`.
 ///
 /// [`Breaker::state`]: crate::Breaker::state
+/// [`Breaker::would_permit`]: crate::Breaker::would_permit
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Snapshot {
@@ -224,7 +236,9 @@ pub struct Snapshot {
     pub calls_in_flight: Option<u64>,
     /// With `stuck_call_threshold`: the tracked calls in flight for longer
     /// than `slow_call_duration` now; with only `hung_call_duration`, for
-    /// longer than that. `None` without either.
+    /// longer than that. Time inside a maintenance window is not counted:
+    /// 0 inside one, and a call out through one is aged from its end.
+    /// `None` without either.
     pub calls_stuck: Option<u32>,
     /// What opened the breaker, while it is open or half-open (see
     /// [`Breaker::last_failure`](crate::Breaker::last_failure)).

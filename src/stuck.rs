@@ -1,15 +1,15 @@
 //! A breaker's calls in flight, judged (`stuck_call_threshold`,
 //! `hung_call_duration`): the claim at a closed admission, the release where
 //! the outcome is recorded, the scan under the lock when one is due, and the
-//! check a full bulkhead makes before it refuses. The table itself, and why
-//! its accesses are exact, is `src/in_flight.rs`; the rule is the machine's
-//! (`Machine::judge_in_flight`).
-
-use std::sync::atomic::Ordering;
+//! looks that make no call (`state`, `would_permit`, `snapshot`,
+//! `last_failure`, the check a full bulkhead makes before it refuses),
+//! which act on them as the next admission would. The table itself, and
+//! why its accesses are exact, is `src/in_flight.rs`; the rule is the
+//! machine's (`Machine::judge_in_flight`).
 
 use crate::breaker::{Breaker, Core};
 use crate::delivery::Outbox;
-use crate::machine::{Ticket, Transition};
+use crate::machine::{Machine, Ticket, Transition};
 use crate::State;
 
 impl Breaker {
@@ -37,20 +37,77 @@ impl Breaker {
     /// `now`: scans them, judges them, and sets when the next scan is due,
     /// the first instant a call seen crosses a mark, and no later than one
     /// mark from now, by when a call not seen (admitted as the scan ran)
-    /// may cross it. The transition the machine made of them, if any.
+    /// may cross it, nor than the end of a maintenance window `now` is in.
+    /// The transition the machine made of them, if any.
     pub(crate) fn scan_in_flight(&self, core: &mut Core, now: u64) -> Option<Transition> {
         let table = self.inner.hot().in_flight.as_deref()?;
         if now < table.due() || core.machine.state() != State::Closed {
             return None;
         }
         let marks = core.machine.in_flight_marks();
-        let scan = table.scan(core.machine.generation(), now, marks);
+        let from = core.machine.in_flight_aged_from(now);
+        let scan = table.scan(core.machine.generation(), now, marks, from);
         let unseen = now.saturating_add(marks.stuck.min(marks.hung).saturating_add(1));
-        // Inside a maintenance window stuck calls open nothing; at its end
-        // they may.
+        // Time inside a maintenance window counts for nothing: at its end
+        // the calls still out start to age.
         let end = core.machine.maintenance_end(now).unwrap_or(u64::MAX);
         table.set_due(scan.next.min(unseen).min(end));
         core.machine.judge_in_flight(now, &scan)
+    }
+
+    /// Under the lock: what the next admission would make of the calls in
+    /// flight at `now`, made now. When their scan is due, they are scanned
+    /// and judged and a trip is published; from when the next closed call
+    /// takes the lock is stored either way. Whether a change was queued.
+    ///
+    /// The one place the breaker acts on its calls in flight: a closed
+    /// admission under the lock, and every look that makes no call
+    /// ([`look`](Self::look): `state`, `would_permit`, `snapshot`,
+    /// `last_failure`, a full bulkhead's check). A look applies the trip rather than reporting
+    /// it, so that what it reads is what the next call meets, and the trip
+    /// is a change like any other (`docs/design.md`, "Calls in flight").
+    pub(crate) fn settle_in_flight(&self, core: &mut Core, now: u64) -> bool {
+        let changed = match self.scan_in_flight(core, now) {
+            Some(t) => {
+                self.publish(core, t);
+                true
+            }
+            None => false,
+        };
+        self.store_watch_from(core, now);
+        changed
+    }
+
+    /// A look at the breaker that makes no call, under the lock: `read` of
+    /// what the lock guards at `now` once the calls in flight are settled
+    /// ([`settle_in_flight`](Self::settle_in_flight)); a change that made
+    /// is delivered after the lock is let go.
+    pub(crate) fn look<R>(&self, now: u64, read: impl FnOnce(&Core) -> R) -> R {
+        let (read, changed) = {
+            let mut core = self.lock();
+            let changed = self.settle_in_flight(&mut core, now);
+            (read(&core), changed)
+        };
+        if changed {
+            self.inner.dispatch(1);
+        }
+        read
+    }
+
+    /// With calls in flight tracked and their scan due: [`look`](Self::look)
+    /// at now. `None` otherwise, after one clock read and one atomic load
+    /// (a pointer already on the line every call reads, without them).
+    #[inline]
+    pub(crate) fn look_if_due<R>(&self, read: impl FnOnce(&Machine, u64) -> R) -> Option<R> {
+        let table = self.inner.hot().in_flight.as_deref()?;
+        let now = self.now();
+        // A relaxed load outside the lock: the instant only moves forward
+        // (each scan sets it from its own `now` on), so a stale one is
+        // earlier and costs a lock round trip, never a missed scan.
+        if now < table.due() {
+            return None;
+        }
+        Some(self.look(now, |core| read(&core.machine, now)))
     }
 
     /// Checks the calls in flight when their scan is due, without asking
@@ -61,28 +118,6 @@ impl Breaker {
     #[cfg_attr(not(feature = "isolation"), allow(dead_code))]
     #[cold]
     pub(crate) fn check_in_flight(&self) {
-        if self.inner.hot().in_flight.is_none() {
-            return;
-        }
-        let now = self.now();
-        if now < self.inner.watch_from.load(Ordering::Relaxed) {
-            return;
-        }
-        let changed = {
-            let mut core = self.lock();
-            let stuck = self.scan_in_flight(&mut core, now);
-            let changed = match stuck {
-                Some(t) => {
-                    self.publish(&mut core, t);
-                    true
-                }
-                None => false,
-            };
-            self.store_watch_from(&core, now);
-            changed
-        };
-        if changed {
-            self.inner.dispatch(1);
-        }
+        self.look_if_due(|_, _| ());
     }
 }

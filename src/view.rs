@@ -18,28 +18,45 @@ impl Breaker {
     /// Whether a call made now would be admitted, without making one: for a
     /// dashboard, or a scheduler deciding whether to queue work.
     ///
-    /// Changes nothing: it takes no permit, never uses up a half-open probe,
-    /// never moves an open breaker to half-open and counts no refusal. The
-    /// answer can be stale by the time a call is made; only
+    /// Takes no permit, never uses up a half-open probe, never moves an
+    /// open breaker to half-open and counts no refusal. The answer can be
+    /// stale by the time a call is made; only
     /// [`try_acquire`](Self::try_acquire) decides. An open breaker whose
     /// period has elapsed answers `true` (the next call would be a probe).
     ///
-    /// Costs one atomic load (and a clock read while open, or with a
-    /// short-circuiting maintenance window scheduled); half-open, ramping
-    /// or inside such a window, one lock round trip.
+    /// With `stuck_call_threshold` or `hung_call_duration`, calls in flight
+    /// that the next call would open the breaker on open it here, as they
+    /// would there (the change is delivered as any other), and the answer
+    /// is `false`: a look at a breaker whose calls are stuck sees it open,
+    /// with nobody calling.
+    ///
+    /// Costs one atomic load (and a clock read while open, with calls in
+    /// flight tracked, or with a short-circuiting maintenance window
+    /// scheduled); half-open, ramping, inside such a window, or with a scan
+    /// of the calls in flight due (about once per `slow_call_duration`),
+    /// one lock round trip.
     pub fn would_permit(&self) -> bool {
         let now = || self.now();
         match self.inner.gate.word() {
-            // Unless a short-circuiting maintenance window may have begun.
-            Word::Closed { .. } if self.inner.watch_from.load(Ordering::Relaxed) == u64::MAX => {
-                true
+            Word::Closed { .. } => {
+                // From when the next closed call takes the lock: a
+                // maintenance window that may have begun, or the calls in
+                // flight to scan.
+                let watch = self.inner.watch_from.load(Ordering::Relaxed);
+                if watch == u64::MAX {
+                    return true;
+                }
+                let now = now();
+                if now < watch {
+                    return true;
+                }
+                self.look(now, |core| core.machine.would_admit(now))
             }
-            Word::Closed { .. } if now() < self.inner.watch_from.load(Ordering::Relaxed) => true,
             Word::ForcedOpen { until } if until.is_none_or(|until| now() < until) => false,
             Word::Open { until } if now() < until => false,
             _ => {
                 let now = self.now();
-                self.lock().machine.would_admit(now)
+                self.look(now, |core| core.machine.would_admit(now))
             }
         }
     }
@@ -49,9 +66,11 @@ impl Breaker {
     /// while it is open or half-open; `None` while closed, when forced
     /// open, or when no call that failed showed its error. For a caller
     /// holding a [`Rejected`](crate::Rejected), which stays a small `Copy` value: one lock
-    /// round trip.
+    /// round trip. A look like [`state`](Self::state): calls in flight the
+    /// next call would open the breaker on open it here first.
     pub fn last_failure(&self) -> Option<Arc<FailureCause>> {
-        self.lock().opened_by.clone()
+        let now = self.now();
+        self.look(now, |core| core.opened_by.clone())
     }
 
     /// How many state changes the breaker keeps for
@@ -65,14 +84,19 @@ impl Breaker {
     /// The state a call made now would meet, as [`Snapshot::state`] reads
     /// it: an open breaker whose period has ended reads `HalfOpen` (the next
     /// call is the probe), and a half-open one with a probe past its
-    /// deadline reads `Open` (the next call re-opens it).
+    /// deadline reads `Open` (the next call re-opens it). Calls in flight
+    /// that the next call would open the breaker on open it here, as for
+    /// [`would_permit`](Self::would_permit): it then reads `Open`.
     ///
-    /// Closed and forced open: one atomic load. Open: one clock read more.
-    /// Half-open: one lock round trip.
+    /// Closed and forced open: one atomic load (and a clock read more with
+    /// calls in flight tracked, and a lock round trip when their scan is
+    /// due). Open: one clock read more. Half-open: one lock round trip.
     pub fn state(&self) -> State {
         let now = || self.now();
         match self.inner.gate.word() {
-            Word::Closed { .. } => State::Closed,
+            Word::Closed { .. } => self
+                .look_if_due(|m, now| m.state_at(now))
+                .unwrap_or(State::Closed),
             Word::ForcedOpen { until } if until.is_none_or(|until| now() < until) => {
                 State::ForcedOpen
             }
@@ -81,7 +105,7 @@ impl Breaker {
             Word::Open { .. } => State::HalfOpen,
             Word::Locked => {
                 let now = self.now();
-                self.lock().machine.state_at(now)
+                self.look(now, |core| core.machine.state_at(now))
             }
         }
     }
@@ -92,7 +116,9 @@ impl Breaker {
         let now = self.now();
         let (v, last, recent, dropped_changes, changed, opened_by, in_flight) = {
             let mut core = self.lock();
-            // An override past its expiry ends here if no call ended it.
+            // An override past its expiry ends here if no call ended it, and
+            // calls in flight open the breaker here if the next call would
+            // open it on them.
             let expired = core.machine.expire(now);
             let expired = match expired {
                 Some(t) => {
@@ -101,11 +127,14 @@ impl Breaker {
                 }
                 None => false,
             };
+            let stuck = self.settle_in_flight(&mut core, now);
             core.machine.slide(now);
-            let changed = self.sync_gate(&mut core) || expired;
+            let synced = self.sync_gate(&mut core);
+            let changed = u64::from(expired) + u64::from(stuck) + u64::from(synced);
             let in_flight = self.inner.hot().in_flight.as_ref().map(|t| {
                 let marks = core.machine.in_flight_marks();
-                let scan = t.scan(core.machine.generation(), now, marks);
+                let from = core.machine.in_flight_aged_from(now);
+                let scan = t.scan(core.machine.generation(), now, marks, from);
                 let stuck = match marks.stuck {
                     u64::MAX => scan.hung,
                     _ => scan.stuck,
@@ -122,8 +151,8 @@ impl Breaker {
                 in_flight,
             )
         };
-        if changed {
-            self.inner.dispatch(1);
+        if changed > 0 {
+            self.inner.dispatch(changed);
         }
         Snapshot {
             name: Arc::clone(&self.inner.name),
@@ -144,7 +173,7 @@ impl Breaker {
             call_durations: v.call_durations,
             recent_changes: recent,
             totals: Totals {
-                calls: v.totals.calls,
+                calls: v.totals.calls(),
                 successes: v.totals.successes,
                 failures: v.totals.failures,
                 ignored: v.totals.ignored,
@@ -164,7 +193,7 @@ impl Breaker {
             // totals' calls.
             calls_in_flight: match (self.inner.hot().counts_admitted, in_flight) {
                 (true, _) => {
-                    let reported = (v.totals.calls)
+                    let reported = (v.totals.calls())
                         .saturating_add(v.neutral_failures)
                         .saturating_add(v.totals.cancelled);
                     Some(self.inner.gate.counts().admitted().saturating_sub(reported))

@@ -6,8 +6,9 @@
 //! `call_path`; a breaker writes 33 series, one more each with a latency
 //! policy (once its first window is full) or an expiring override, 20
 //! more if it times its calls (the histogram with its 16 default buckets,
-//! and the slow-call ratio), one with `count_calls_in_flight`, and two
-//! with `stuck_call_threshold` or `hung_call_duration`.
+//! and the slow-call ratio), one with `count_calls_in_flight`, and three
+//! with `stuck_call_threshold` or `hung_call_duration` (the calls in
+//! flight, those stuck, and the probes stuck).
 //!
 //! | metric | type | meaning |
 //! |---|---|---|
@@ -21,7 +22,7 @@
 //! | `fusebox_breaker_short_circuits_total` | counter | calls refused without being attempted |
 //! | `fusebox_breaker_trips_total` | counter | outages the breaker opened for on its own: openings from closed ([`Snapshot::trips`]) |
 //! | `fusebox_breaker_reopens_total` | counter | open periods renewed within an outage ([`Snapshot::reopens`]) |
-//! | `fusebox_breaker_probes_total{outcome}` | counter | half-open probes by outcome: `success`, `failure`, `expired`, `ignored` ([`Snapshot::probes`]) |
+//! | `fusebox_breaker_probes_total{outcome}` | counter | half-open probes by outcome: `success`, `failure`, `expired` (past `max_probe_duration`), `ignored`, and `stuck` (past its slow mark, [`ProbeTotals::stuck`](crate::ProbeTotals::stuck); only breakers that track calls in flight) ([`Snapshot::probes`]) |
 //! | `fusebox_breaker_state_seconds_total{state}` | counter | time spent in each state ([`Snapshot::state_times`]), never below what an earlier scrape of the registry exported |
 //! | `fusebox_breaker_call_duration_seconds` | histogram | durations of the calls that reported, for breakers that time their calls ([`Snapshot::call_durations`]) |
 //! | `fusebox_breaker_window_slow_call_ratio` | gauge | slow calls over calls in the sliding window (only breakers that time their calls) |
@@ -421,7 +422,7 @@ fn breakers(registry: &Registry, encoder: &mut DescriptorEncoder<'_>) -> Result<
         e,
         &rows,
         "fusebox_breaker_reopens",
-        "Open periods renewed within an outage: a failed, slow or expired probe, \
+        "Open periods renewed within an outage: a failed, slow, expired or stuck probe, \
          or a failure during the ramp-up after recovery.",
         |s| s.reopens,
     )?;
@@ -429,18 +430,23 @@ fn breakers(registry: &Registry, encoder: &mut DescriptorEncoder<'_>) -> Result<
         let mut m = family(
             e,
             "fusebox_breaker_probes",
-            "Half-open probes by outcome: success, failure (slow included), expired, ignored.",
+            "Half-open probes by outcome: success, failure (slow included), expired, \
+             ignored, and stuck for breakers that track their calls in flight.",
             None,
             MetricType::Counter,
         )?;
         for row in &rows {
             let p = &row.snap.probes;
-            for (outcome, n) in [
+            // Only a breaker that tracks its calls in flight (the one whose
+            // snapshot counts them stuck) judges a probe stuck.
+            let stuck = row.snap.calls_stuck.map(|_| ("stuck", p.stuck));
+            let outcomes = [
                 ("success", p.successes),
                 ("failure", p.failures),
                 ("expired", p.expired),
                 ("ignored", p.ignored),
-            ] {
+            ];
+            for (outcome, n) in outcomes.into_iter().chain(stuck) {
                 let [b, c] = row.labels();
                 let labels = [b, c, ("outcome", outcome)];
                 m.encode_family(&labels)?

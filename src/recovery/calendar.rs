@@ -100,6 +100,19 @@ impl Weekly {
             .find(|(_, end)| *end > at)
     }
 
+    /// The end of the last window that has ended by `at`: one that started
+    /// within the two weeks before, as a window lasts less than one.
+    pub(crate) fn ended_by(&self, at: SystemTime) -> Option<SystemTime> {
+        let (today, tz) = self.zone.today(at)?;
+        (-14..=0)
+            .filter_map(|n| plus_days(today, n))
+            .filter(|d| d.weekday() == self.day)
+            .filter_map(|d| instant(tz, d, self.start))
+            .map(|s| s + self.length)
+            .filter(|end| *end <= at)
+            .max()
+    }
+
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         self.zone.validate("maintenance_window")?;
         check(

@@ -72,8 +72,18 @@ impl Recovering {
                 windows: Vec::new(),
                 deadlines: Vec::new(),
                 lead: 0,
+                ended: None,
             })
         });
+        // The windows that have ended are dropped; the last end is kept,
+        // from which a call out through it is aged (`Plan::last_end`).
+        let ended = plan
+            .windows
+            .iter()
+            .filter(|w| w.around_or_after(wall_now).is_none())
+            .filter_map(|w| w.ended_by(wall_now))
+            .max();
+        plan.ended = plan.ended.max(ended);
         plan.windows
             .retain(|w| w.around_or_after(wall_now).is_some());
         check(

@@ -113,6 +113,9 @@ struct Plan {
     windows: Vec<MaintenanceWindow>,
     deadlines: Vec<Deadlines>,
     lead: u64,
+    /// The latest end of the windows dropped from `windows` once they had
+    /// ended (`declare.rs`), for [`last_end`](Self::last_end).
+    ended: Option<SystemTime>,
 }
 
 impl Plan {
@@ -125,6 +128,17 @@ impl Plan {
             .filter(|(start, _)| *start <= wall)
             .map(|(s, e)| (self.anchor.to_mono(s), self.anchor.to_mono(e)))
             .max_by_key(|(_, e)| *e)
+    }
+
+    /// The end of the last window that has ended by `now`, if any.
+    fn last_end(&self, now: u64) -> Option<u64> {
+        let wall = self.anchor.to_wall(now);
+        self.windows
+            .iter()
+            .filter_map(|w| w.ended_by(wall))
+            .chain(self.ended)
+            .max()
+            .map(|end| self.anchor.to_mono(end).min(now))
     }
 
     /// The start of the window around `now` or of the next one.
@@ -191,6 +205,7 @@ impl Recovering {
                     windows: r.windows.clone(),
                     deadlines: r.deadlines.clone(),
                     lead: crate::check::nanos(r.lead),
+                    ended: None,
                 })
             }),
             anchor: r.anchor,
@@ -341,6 +356,19 @@ impl Recovering {
         self.plan.as_ref()?.window_at(now).map(|(_, end)| end)
     }
 
+    /// From when time counts at `now`, for the calls in flight: `now`
+    /// inside a maintenance window, else the end of the last one (0
+    /// without one).
+    pub(crate) fn maintenance_floor(&self, now: u64) -> u64 {
+        let Some(plan) = &self.plan else {
+            return 0;
+        };
+        if plan.window_at(now).is_some() {
+            return now;
+        }
+        plan.last_end(now).unwrap_or(0)
+    }
+
     /// Failures made neutral by a maintenance window, in the breaker's life.
     pub(crate) fn neutral_failures(&self) -> u64 {
         self.neutral
@@ -374,5 +402,72 @@ mod tests {
         rec.reanchor(t0 + 24 * hour, mono);
         assert_eq!(rec.maintenance_until(mono - 1), None);
         assert_eq!(rec.maintenance_until(mono), Some(mono + nanos(2 * hour)));
+    }
+
+    #[test]
+    fn calls_in_flight_age_from_the_end_of_the_last_window_and_from_now_inside_one() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let sec = Duration::from_secs(1);
+        let r = Recovery {
+            windows: vec![MaintenanceWindow::once(t0 + 10 * sec, t0 + 20 * sec)],
+            wall_clock: Some(WallClock::fixed(t0)),
+            ..Recovery::default()
+        };
+        let mut r = r;
+        r.anchor(0);
+        let mut rec = Recovering::new(&r);
+        let at = |s: u64| s * 1_000_000_000;
+        assert_eq!(rec.maintenance_floor(at(5)), 0, "before any window");
+        assert_eq!(rec.maintenance_floor(at(15)), at(15), "inside: now");
+        assert_eq!(rec.maintenance_floor(at(20)), at(20), "its end is outside");
+        assert_eq!(rec.maintenance_floor(at(25)), at(20));
+        // A window declared later drops the one that ended; its end is kept.
+        rec.declare(
+            at(30),
+            Some(t0 + 40 * sec),
+            declare::WindowEnd::At(t0 + 50 * sec),
+        )
+        .unwrap();
+        assert_eq!(rec.maintenance_floor(at(35)), at(20));
+        assert_eq!(rec.maintenance_floor(at(45)), at(45));
+        assert_eq!(rec.maintenance_floor(at(60)), at(50));
+        assert_eq!(
+            Recovering::new(&Recovery::default()).maintenance_floor(at(60)),
+            0
+        );
+    }
+
+    #[cfg(feature = "calendar")]
+    #[test]
+    fn a_weekly_window_ages_calls_from_its_last_end() {
+        use jiff::civil::{time, Weekday};
+        // Friday 2027-01-15, 08:00 UTC.
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let hour = Duration::from_secs(3600);
+        let day = 24 * hour;
+        let weekly = MaintenanceWindow::weekly("UTC", Weekday::Friday, time(9, 0, 0, 0), hour);
+        let mut r = Recovery {
+            windows: vec![weekly],
+            wall_clock: Some(WallClock::fixed(t0)),
+            ..Recovery::default()
+        };
+        // The build's monotonic instant 30 days in, so that last week is on
+        // the clock.
+        let built = nanos(30 * day);
+        r.anchor(built);
+        let rec = Recovering::new(&r);
+        // 08:00: last Friday's window ended at 10:00, 6 days 22 hours ago.
+        assert_eq!(
+            rec.maintenance_floor(built),
+            built - nanos(7 * day) + nanos(2 * hour)
+        );
+        // 09:30, inside today's.
+        let inside = built + nanos(hour + hour / 2);
+        assert_eq!(rec.maintenance_floor(inside), inside);
+        // 11:00: today's ended at 10:00.
+        assert_eq!(
+            rec.maintenance_floor(built + nanos(3 * hour)),
+            built + nanos(2 * hour)
+        );
     }
 }

@@ -72,6 +72,16 @@ impl MaintenanceWindow {
         }
     }
 
+    /// The end of the last window that has ended by `at` (its end at or
+    /// before it), if any.
+    pub(crate) fn ended_by(&self, at: SystemTime) -> Option<SystemTime> {
+        match &self.0 {
+            WindowKind::Once { end, .. } => (*end <= at).then_some(*end),
+            #[cfg(feature = "calendar")]
+            WindowKind::Weekly(w) => w.ended_by(at),
+        }
+    }
+
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         match &self.0 {
             WindowKind::Once { start, end } => Ok(check(

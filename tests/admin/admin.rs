@@ -206,6 +206,48 @@ fn reads_answer_with_metrics_snapshots_health_and_audit() {
 }
 
 #[test]
+fn a_critical_breaker_whose_call_is_hung_is_served_open_and_unready_with_no_call_made() {
+    let (clock, mock) = quanta::Clock::mock();
+    mock.increment(1_000 * SEC);
+    let registry = Registry::new();
+    let settlement = BreakerConfig::builder()
+        .call_path(CallPath::ReferenceData)
+        .classifier(Classifier::failures_of::<Outage>())
+        .hung_call_duration(5 * SEC)
+        .open_duration(10 * SEC)
+        .jitter(0.0)
+        .clock(clock)
+        .build()
+        .unwrap();
+    registry.add_template("settlement", settlement).unwrap();
+    let breaker = registry.breaker("settlement", "settlement").unwrap();
+    registry.set_critical("settlement", true).unwrap();
+    let admin = Admin::start(&registry, config()).unwrap();
+    let addr = admin.addr();
+    let hung = breaker.try_acquire_owned().unwrap();
+    mock.increment(6 * SEC);
+    // Nobody calls the vendor: each read sees what the next call would.
+    let shown = get(addr, "/breakers/settlement").json();
+    assert_eq!(shown["state"], "open");
+    assert_eq!(shown["trips"], 1);
+    assert_eq!(shown["calls_stuck"], 1);
+    assert_eq!(shown["retry_after_seconds"], 10.0);
+    assert_eq!(
+        shown["last_transition"]["reason"],
+        "1 call in flight for over 5s"
+    );
+    let health = get(addr, "/health");
+    assert_eq!(health.status, 503);
+    assert!(
+        get(addr, "/metrics").body.contains(
+            r#"fusebox_breaker_state{breaker="settlement",call_path="reference_data"} 1"#
+        ),
+        "the gauge reads open"
+    );
+    drop(hung);
+}
+
+#[test]
 fn health_is_503_while_a_critical_breaker_refuses_calls() {
     let (registry, admin) = start();
     trip(&registry.get("fx").unwrap(), 2);

@@ -2,12 +2,13 @@
 //! `hung_call_duration`): the breaker opens on calls that have not
 //! returned, on the mock clock.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use fusebox::{Breaker, OwnedPermit, Reason, State};
+use fusebox::trading::{MaintenanceWindow, WallClock};
+use fusebox::{Breaker, OwnedPermit, RampUp, Reason, State};
 use quanta::Mock;
 
-use crate::support::breaker::{quiet, refused, succeed, DepError, Outage, MS, SEC};
+use crate::support::breaker::{fail, quiet, refused, succeed, DepError, Outage, MS, NS, SEC};
 
 const SLOW: Duration = Duration::from_millis(50);
 
@@ -197,7 +198,7 @@ fn a_probe_in_flight_past_its_slow_mark_reopens_before_max_probe_duration() {
     assert_eq!(r.state(), State::Open);
     assert_eq!(last_reason(&b), Some(Reason::ProbeStuck { over: SLOW }));
     let s = b.snapshot();
-    assert_eq!(s.probes.expired, 1);
+    assert_eq!(s.probes.stuck, 1);
     assert_eq!(s.open_duration, 20 * SEC, "a re-open: the backoff grows");
     // Its late answer changes nothing.
     ok(probe);
@@ -237,4 +238,238 @@ fn the_reasons_say_how_many_calls_and_past_what() {
     assert_eq!(r.to_string(), "1 call in flight for over 5s");
     let r = Reason::ProbeStuck { over: SLOW };
     assert_eq!(r.to_string(), "probe in flight for over 50ms");
+    let r = Reason::StuckAndHungCalls {
+        stuck: 1,
+        stuck_over: SLOW,
+        hung: 1,
+        hung_over: 5 * SEC,
+    };
+    assert_eq!(r.to_string(), "1 call in flight for over 5s, past 50ms too");
+}
+
+#[test]
+fn a_stuck_probe_counts_as_stuck_and_not_as_expired() {
+    let (b, mock, probe) = probing();
+    mock.increment(SLOW + MS);
+    let r = refused(succeed(&b));
+    assert_eq!(r.state(), State::Open, "re-opened by the stuck probe");
+    let p = b.snapshot().probes;
+    assert_eq!(
+        (p.stuck, p.expired, p.failures),
+        (1, 0, 0),
+        "60 ms out is far short of max_probe_duration"
+    );
+    drop(probe);
+}
+
+#[test]
+fn a_breaker_whose_calls_are_stuck_reads_open_to_every_look_before_any_call() {
+    let (b, mock) = stuck_at(2);
+    let held = [out(&b), out(&b)];
+    mock.increment(Duration::from_millis(60));
+    // Nobody calls: each look sees what the next call would meet.
+    assert!(!b.would_permit(), "the next call would be refused");
+    assert_eq!(b.state(), State::Open);
+    let s = b.snapshot();
+    assert_eq!(s.state, State::Open);
+    assert_eq!(s.trips, 1);
+    assert_eq!(s.retry_after, Some(10 * SEC));
+    assert_eq!(
+        last_reason(&b),
+        Some(Reason::StuckCalls {
+            count: 2,
+            over: SLOW
+        })
+    );
+    // The call after the looks meets that state, and trips nothing more.
+    let r = refused(succeed(&b));
+    assert_eq!((r.state(), r.retry_after()), (State::Open, Some(10 * SEC)));
+    assert_eq!(b.snapshot().trips, 1);
+    drop(held);
+}
+
+#[test]
+fn a_look_at_the_mark_reads_closed_and_one_past_it_reads_open() {
+    let (b, mock) = stuck_at(1);
+    let held = out(&b);
+    mock.increment(SLOW);
+    assert!(b.would_permit());
+    assert_eq!(b.state(), State::Closed);
+    let s = b.snapshot();
+    assert_eq!(
+        (s.state, s.trips, s.calls_stuck),
+        (State::Closed, 0, Some(0))
+    );
+    mock.increment(NS);
+    assert_eq!(b.state(), State::Open);
+    assert!(!b.would_permit());
+    assert_eq!(b.snapshot().trips, 1);
+    drop(held);
+}
+
+#[test]
+fn a_snapshot_alone_opens_the_breaker_on_a_hung_call_and_delivers_the_change() {
+    let (b, mock) = quiet("settlement");
+    let b = b
+        .hung_call_duration(5 * SEC)
+        .open_duration(10 * SEC)
+        .build()
+        .expect("valid configuration");
+    let changes = b.subscribe(8).unwrap();
+    let hung = out(&b);
+    mock.increment(5 * SEC + MS);
+    let s = b.snapshot();
+    assert_eq!((s.state, s.trips), (State::Open, 1));
+    let change = changes.try_recv().expect("the trip is delivered");
+    assert_eq!((change.from, change.to), (State::Closed, State::Open));
+    assert_eq!(
+        change.reason,
+        Reason::StuckCalls {
+            count: 1,
+            over: 5 * SEC
+        }
+    );
+    assert!(changes.try_recv().is_none(), "one change");
+    drop(hung);
+}
+
+#[test]
+fn a_ramping_breaker_whose_calls_are_stuck_reads_open_before_any_call() {
+    let (b, mock) = quiet("pricing");
+    let b = b
+        .consecutive_failure_threshold(1)
+        .slow_call_duration(SLOW)
+        .stuck_call_threshold(1)
+        .open_duration(10 * SEC)
+        .ramp_up(RampUp::linear(60 * SEC, 0.5))
+        .build()
+        .expect("valid configuration");
+    fail(&b).unwrap_err();
+    mock.increment(10 * SEC);
+    succeed(&b).expect("the probe closes it");
+    assert_eq!(b.snapshot().ramp_fraction, Some(0.5));
+    // Half the calls offered: the first is refused, the second goes.
+    refused(succeed(&b));
+    let held = out(&b);
+    mock.increment(SLOW + MS);
+    assert_eq!(b.state(), State::Open);
+    assert!(!b.would_permit());
+    assert_eq!(
+        last_reason(&b),
+        Some(Reason::StuckCalls {
+            count: 1,
+            over: SLOW
+        })
+    );
+    drop(held);
+}
+
+#[test]
+fn when_both_marks_are_passed_the_reason_names_both() {
+    let (b, mock) = quiet("pricing");
+    let b = b
+        .slow_call_duration(SLOW)
+        .stuck_call_threshold(3)
+        .hung_call_duration(SEC)
+        .build()
+        .expect("valid configuration");
+    let first = out(&b);
+    mock.increment(900 * MS);
+    // One call past the slow mark: short of three.
+    let later = [out(&b), out(&b)];
+    mock.increment(200 * MS);
+    // Now three are past 50 ms, and the first is past 1 s.
+    refused(succeed(&b));
+    let reason = last_reason(&b).expect("a trip");
+    assert_eq!(
+        reason.to_string(),
+        "3 calls in flight for over 50ms, 1 of them for over 1s"
+    );
+    assert_eq!(
+        reason,
+        Reason::StuckAndHungCalls {
+            stuck: 3,
+            stuck_over: SLOW,
+            hung: 1,
+            hung_over: SEC
+        }
+    );
+    drop((first, later));
+}
+
+/// The wall-clock instant the maintenance breakers are built at.
+fn t0() -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+}
+
+/// `stuck_at(1)` with a maintenance window from 10 s to 20 s after the
+/// build, and a hung mark of 5 s.
+fn with_window() -> (Breaker, std::sync::Arc<Mock>) {
+    let (b, mock) = quiet("pricing");
+    let b = b
+        .slow_call_duration(SLOW)
+        .stuck_call_threshold(1)
+        .hung_call_duration(5 * SEC)
+        .open_duration(10 * SEC)
+        .wall_clock(WallClock::fixed(t0()))
+        .maintenance_window(MaintenanceWindow::once(t0() + 10 * SEC, t0() + 20 * SEC))
+        .build()
+        .expect("valid configuration");
+    (b, mock)
+}
+
+#[test]
+fn a_call_admitted_inside_a_maintenance_window_ages_from_its_end() {
+    let (b, mock) = with_window();
+    mock.increment(15 * SEC);
+    let held = out(&b);
+    mock.increment(SEC);
+    // Inside the window: out for 1 s, 0 of it counted.
+    let s = b.snapshot();
+    assert_eq!((s.state, s.calls_stuck), (State::Closed, Some(0)));
+    succeed(&b).expect("inside the window, nothing opens it");
+    // The window ends at 20 s: still out, it has 50 ms from there.
+    mock.increment(4 * SEC + SLOW);
+    let s = b.snapshot();
+    assert_eq!((s.state, s.calls_stuck), (State::Closed, Some(0)));
+    assert!(b.would_permit());
+    mock.increment(NS);
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(
+        last_reason(&b),
+        Some(Reason::StuckCalls {
+            count: 1,
+            over: SLOW
+        })
+    );
+    drop(held);
+}
+
+#[test]
+fn a_call_out_through_a_maintenance_window_counts_none_of_the_window() {
+    let (b, mock) = quiet("settlement");
+    let b = b
+        .hung_call_duration(5 * SEC)
+        .open_duration(10 * SEC)
+        .wall_clock(WallClock::fixed(t0()))
+        .maintenance_window(MaintenanceWindow::once(t0() + 10 * SEC, t0() + 20 * SEC))
+        .build()
+        .expect("valid configuration");
+    mock.increment(8 * SEC);
+    let held = out(&b);
+    // Out from 2 s before the window to 5 s after it: aged from its end,
+    // 5 s, at the mark and not past it.
+    mock.increment(17 * SEC);
+    assert_eq!(b.state(), State::Closed);
+    succeed(&b).expect("5 s counted: at the mark");
+    mock.increment(NS);
+    refused(succeed(&b));
+    assert_eq!(
+        last_reason(&b),
+        Some(Reason::StuckCalls {
+            count: 1,
+            over: 5 * SEC
+        })
+    );
+    drop(held);
 }

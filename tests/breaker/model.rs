@@ -3,7 +3,9 @@
 //! boundaries), overrides; the real breaker and a small reference model
 //! written from the specification must agree on the state, `retry_after`,
 //! every admission, every counter and the time in each state after every
-//! step.
+//! step, and on what a look that makes no call reads after every step
+//! (`would_permit`, `state`, the snapshot), calls in flight included: a
+//! look at a breaker whose calls in flight would open it opens it.
 //!
 //! The configurations cover every setting the lock-free success path
 //! depends on: time and count windows, a trip predicate, closed intervals,
@@ -63,8 +65,9 @@ struct Cfg {
     /// Half-open judged by a round of `.0` probes, re-opening at a failure
     /// rate of `.1 / 4`.
     half_open_rate: Option<(u32, u32)>,
-    /// After closing on a probe, admit from `.1 / 4` of the calls, rising
-    /// to all of them over `.0`.
+    /// After closing on a probe, admit from `.1 / 4` of the calls (1 to 3
+    /// quarters: a ramp from all of them is refused at build), rising to
+    /// all of them over `.0`.
     ramp: Option<(u64, u32)>,
     /// `[.0, .1)` after the build is a maintenance window; calls in it are
     /// refused when `.2`.
@@ -285,7 +288,7 @@ fn cfg_strategy() -> impl Strategy<Value = Cfg> {
         prop::option::weighted(0.3, (1..=4u32, 1..=4u32)),
         prop::option::weighted(
             0.3,
-            (prop::sample::select(vec![SEC, 5 * SEC, 20 * SEC]), 1..=4u32),
+            (prop::sample::select(vec![SEC, 5 * SEC, 20 * SEC]), 1..=3u32),
         ),
         prop::option::weighted(
             0.3,
@@ -417,6 +420,9 @@ enum Jump {
 #[derive(Clone, Copy, Debug)]
 enum Op {
     Call(Kind, Took),
+    /// The clock moves, then a call is made, with no look between: the
+    /// admission, not a look, finds what the move made due.
+    Later(Jump, Kind),
     Acquire,
     /// An async call admitted at its first poll and left pending; settled,
     /// it is cancelled (its future dropped), whatever the settlement says.
@@ -457,6 +463,17 @@ fn offset() -> impl Strategy<Value = i8> {
 fn op(mix: Mix) -> impl Strategy<Value = Op> {
     prop_oneof![
         48 => (kind(mix), took()).prop_map(|(k, t)| Op::Call(k, t)),
+        8 => (
+            prop_oneof![
+                Just(Jump::Nanos(1)),
+                (0..2 * SEC).prop_map(Jump::Nanos),
+                offset().prop_map(Jump::OpenEnd),
+                offset().prop_map(Jump::ProbeDeadline),
+                offset().prop_map(Jump::MaintenanceEnd),
+            ],
+            kind(mix)
+        )
+            .prop_map(|(j, k)| Op::Later(j, k)),
         12 => Just(Op::Acquire),
         3 => Just(Op::AcquireAsync),
         12 => (
@@ -543,7 +560,8 @@ fn why(r: &Reason) -> Why {
         | Reason::LatencyBreach { .. }
         | Reason::WindowErrorRate { .. }
         | Reason::TripPredicate { .. }
-        | Reason::StuckCalls { .. } => Why::Trip,
+        | Reason::StuckCalls { .. }
+        | Reason::StuckAndHungCalls { .. } => Why::Trip,
         Reason::OpenPeriodElapsed => Why::OpenPeriodElapsed,
         Reason::ProbeSucceeded { .. } => Why::ProbeSucceeded,
         Reason::ProbeFailed => Why::ProbeFailed,
@@ -568,8 +586,8 @@ struct Totals {
     short_circuits: u64,
 }
 
-/// Probes by outcome: successes, failures, expired, ignored.
-type Probes = (u64, u64, u64, u64);
+/// Probes by outcome: successes, failures, expired, ignored, stuck.
+type Probes = (u64, u64, u64, u64, u64);
 
 /// What the model says a snapshot shows.
 #[derive(Clone, Debug, PartialEq)]
@@ -798,7 +816,7 @@ impl Model {
             probe_successes: 0,
             probe_failures: 0,
             next_probe: 0,
-            probe_totals: (0, 0, 0, 0),
+            probe_totals: (0, 0, 0, 0, 0),
             ramp: None,
             neutral_failures: 0,
             admitted: 0,
@@ -949,8 +967,10 @@ impl Model {
             self.reopens += 1;
             self.reopens_total += 1;
         }
-        if matches!(why, Why::ProbeExpired | Why::ProbeStuck) {
-            self.probe_totals.2 += 1;
+        match why {
+            Why::ProbeExpired => self.probe_totals.2 += 1,
+            Why::ProbeStuck => self.probe_totals.4 += 1,
+            _ => {}
         }
         self.open_duration = self.nominal(self.reopens);
         self.open_until = self.now + self.open_duration;
@@ -1291,9 +1311,7 @@ impl Model {
                     None => self.cfg.hung,
                 };
                 let mark = mark.expect("a mark is set");
-                self.tracked()
-                    .filter(|&&(_, s)| self.now - s > mark)
-                    .count() as u32
+                self.tracked().filter(|&&(_, s)| self.age(s) > mark).count() as u32
             }),
             last: self.last,
         };
@@ -1346,18 +1364,24 @@ impl Model {
         }
     }
 
-    /// At a closed admission: whether the calls in flight open the breaker,
-    /// one past `hung` or `stuck` past `slow_call`; never inside a
-    /// maintenance window.
-    fn stuck_calls_trip(&self) -> bool {
-        if self.maintenance_end().is_some() {
-            return false;
-        }
-        let past = |mark: u64| {
-            self.tracked()
-                .filter(|&&(_, s)| self.now - s > mark)
-                .count()
+    /// How long a call in flight since `start` has been out, as the marks
+    /// count it: from its start, or from the end of the maintenance window
+    /// it was out through; 0 inside the window.
+    fn age(&self, start: u64) -> u64 {
+        let from = match self.cfg.maintenance {
+            Some((begin, _, _)) if self.now < begin => 0,
+            Some((_, end, _)) => end.min(self.now),
+            None => 0,
         };
+        self.now - start.max(from)
+    }
+
+    /// At a closed admission, and at a look that makes no call: whether
+    /// the calls in flight open the breaker, one past `hung` or `stuck`
+    /// past `slow_call`, each aged as [`age`](Self::age) says (so never
+    /// inside a maintenance window).
+    fn stuck_calls_trip(&self) -> bool {
+        let past = |mark: u64| self.tracked().filter(|&&(_, s)| self.age(s) > mark).count();
         let hung = self.cfg.hung.is_some_and(|d| past(d) > 0);
         let stuck = self
             .cfg
@@ -1401,6 +1425,47 @@ impl Model {
                 }
                 self.probes.remove(i);
                 self.probes_admitted = self.probes_admitted.saturating_sub(1);
+            }
+        }
+    }
+
+    /// A look that makes no call (`would_permit`, `state`, a snapshot):
+    /// closed, the calls in flight open the breaker if the next call would
+    /// open it on them. Nothing else changes.
+    fn look(&mut self) {
+        if self.state == State::Closed && self.stuck_calls_trip() {
+            self.open(Why::Trip);
+        }
+    }
+
+    /// Whether a call made now would be admitted, changing nothing (after
+    /// a [`look`](Self::look)).
+    fn would_admit(&self) -> bool {
+        match self.state {
+            State::Closed => {
+                let short = matches!(self.cfg.maintenance, Some((_, _, true)));
+                if short && self.maintenance_end().is_some() {
+                    return false;
+                }
+                self.ramp.is_none_or(|r| {
+                    let ppm = self.ramp_ppm(&r);
+                    ppm >= MILLION || r.credit + ppm >= MILLION
+                })
+            }
+            State::ForcedOpen => false,
+            State::ForcedClosed => unreachable!("the model never forces a breaker closed"),
+            State::Open => self.now >= self.open_until,
+            State::HalfOpen => {
+                let cap = [
+                    self.cfg.half_open_max_probes,
+                    self.cfg.half_open_rate.map(|r| r.0),
+                ]
+                .into_iter()
+                .flatten()
+                .min();
+                self.reads(self.now) != State::Open
+                    && cap.is_none_or(|c| self.probes_admitted < c)
+                    && self.probes.len() < self.cfg.half_open_max_calls as usize
             }
         }
     }
@@ -1523,6 +1588,7 @@ fn real(b: &Breaker, base: quanta::Instant) -> Observed {
             s.probes.failures,
             s.probes.expired,
             s.probes.ignored,
+            s.probes.stuck,
         ),
         trips: s.trips,
         reopens: s.reopens,
@@ -1586,6 +1652,49 @@ fn check_refusal(
     Ok(())
 }
 
+/// A call made now that takes `took`, on the breaker and on the model.
+fn call(
+    b: &Breaker,
+    mock: &quanta::Mock,
+    m: &mut Model,
+    step: usize,
+    op: Op,
+    kind: Kind,
+    took: u64,
+) -> Result<(), TestCaseError> {
+    let expected = m.admit();
+    let invoked = Cell::new(false);
+    let got = b.call(|| {
+        invoked.set(true);
+        mock.increment(took);
+        result_of(kind)
+    });
+    match expected {
+        Admission::Go(ticket) => {
+            prop_assert!(invoked.get(), "step {}: {:?} should go", step, op);
+            match (kind, &got) {
+                (Kind::Success, Ok(1)) => {}
+                (Kind::Failure, Err(CallError::Failed(DepError::Outage(_)))) => {}
+                (Kind::Ignore, Err(CallError::Failed(DepError::Business(_)))) => {}
+                (Kind::BadValue, Ok(2)) => {}
+                _ => prop_assert!(false, "step {}: {:?} returned {:?}", step, op, got),
+            }
+            m.claim(ticket);
+            m.advance(took);
+            m.release(ticket, m.now - took);
+            m.record(ticket, kind, took);
+        }
+        Admission::Refuse(state, retry_after) => {
+            prop_assert!(!invoked.get(), "step {}: {:?} should be refused", step, op);
+            match &got {
+                Err(CallError::Rejected(r)) => check_refusal(step, r, state, retry_after)?,
+                other => prop_assert!(false, "step {}: refused, got {:?}", step, other),
+            }
+        }
+    }
+    Ok(())
+}
+
 fn run(cfg: &Cfg, ops: &[Op]) -> Result<(), TestCaseError> {
     let (clock, mock) = quanta::Clock::mock();
     let base = clock.now();
@@ -1596,38 +1705,13 @@ fn run(cfg: &Cfg, ops: &[Op]) -> Result<(), TestCaseError> {
         match op {
             Op::Call(kind, took) => {
                 let took = m.took(took);
-                let expected = m.admit();
-                let invoked = Cell::new(false);
-                let got = b.call(|| {
-                    invoked.set(true);
-                    mock.increment(took);
-                    result_of(kind)
-                });
-                match expected {
-                    Admission::Go(ticket) => {
-                        prop_assert!(invoked.get(), "step {}: {:?} should go", step, op);
-                        match (kind, &got) {
-                            (Kind::Success, Ok(1)) => {}
-                            (Kind::Failure, Err(CallError::Failed(DepError::Outage(_)))) => {}
-                            (Kind::Ignore, Err(CallError::Failed(DepError::Business(_)))) => {}
-                            (Kind::BadValue, Ok(2)) => {}
-                            _ => prop_assert!(false, "step {}: {:?} returned {:?}", step, op, got),
-                        }
-                        m.claim(ticket);
-                        m.advance(took);
-                        m.release(ticket, m.now - took);
-                        m.record(ticket, kind, took);
-                    }
-                    Admission::Refuse(state, retry_after) => {
-                        prop_assert!(!invoked.get(), "step {}: {:?} should be refused", step, op);
-                        match &got {
-                            Err(CallError::Rejected(r)) => {
-                                check_refusal(step, r, state, retry_after)?
-                            }
-                            other => prop_assert!(false, "step {}: refused, got {:?}", step, other),
-                        }
-                    }
-                }
+                call(&b, &mock, &mut m, step, op, kind, took)?;
+            }
+            Op::Later(jump, kind) => {
+                let d = m.jump(jump);
+                mock.increment(d);
+                m.advance(d);
+                call(&b, &mock, &mut m, step, op, kind, 0)?;
             }
             Op::Acquire | Op::AcquireAsync => match (m.admit(), acquire(&b, op)) {
                 (Admission::Go(ticket), Ok(out)) => {
@@ -1740,6 +1824,16 @@ fn continue_checks(
     step: usize,
     op: Op,
 ) -> Result<(), TestCaseError> {
+    // The first look opens a breaker its calls in flight would open at the
+    // next call; the others read what it left.
+    m.look();
+    prop_assert_eq!(
+        b.would_permit(),
+        m.would_admit(),
+        "step {}: would_permit after {:?}",
+        step,
+        op
+    );
     prop_assert_eq!(
         b.state(),
         m.observed().state,

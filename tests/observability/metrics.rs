@@ -149,6 +149,16 @@ fn check_breaker(expo: &Exposition, snap: &Snapshot, call_path: &str, critical: 
             n as f64
         );
     }
+    // A stuck probe is counted only by a breaker that tracks its calls in
+    // flight, which alone can judge one stuck.
+    let stuck = with("outcome", "stuck");
+    match snap.calls_stuck {
+        Some(_) => assert_eq!(
+            sample(expo, "fusebox_breaker_probes", &stuck),
+            p.stuck as f64
+        ),
+        None => assert_eq!(p.stuck, 0),
+    }
     for state in [
         State::Closed,
         State::Open,
@@ -398,14 +408,21 @@ fn each_breaker_writes_the_series_the_docs_count_and_name() {
     mock.increment(2 * SEC);
     succeed(&ratings).unwrap();
     assert!(ratings.snapshot().latency_percentile.is_some());
+    // A breaker that tracks its calls in flight, without timing them.
+    let (builder, _mock) = quiet("settlement");
+    registry
+        .register(builder.hung_call_duration(5 * SEC).build().unwrap())
+        .unwrap();
     let expo = scrape(&registry);
     // docs/ops.md: 33 series per breaker, one more each with a latency
-    // policy or an expiring override, and 20 more for one that times its
+    // policy or an expiring override, 20 more for one that times its
     // calls (the default 16 buckets, +Inf, _sum, _count, the slow-call
-    // ratio).
+    // ratio), and 3 more for one that tracks its calls in flight (those in
+    // flight, those stuck, and the stuck probes).
     assert_eq!(series_of(&expo, "news"), 33);
     assert_eq!(series_of(&expo, "fx"), 34);
     assert_eq!(series_of(&expo, "ratings"), 34 + 20);
+    assert_eq!(series_of(&expo, "settlement"), 33 + 3);
     // Every family is in both tables: the rustdoc's and docs/ops.md's.
     let rustdoc = include_str!("../../src/prometheus/mod.rs");
     let ops = include_str!("../../docs/ops.md");
@@ -807,4 +824,69 @@ fn every_total_stays_monotonic_for_scrapers_racing_a_live_breaker() {
         decreases.len(),
         &decreases[..decreases.len().min(10)]
     );
+}
+
+#[test]
+fn a_stuck_probe_is_scraped_under_an_outcome_of_its_own() {
+    let (builder, mock) = quiet("pricing");
+    let breaker = builder
+        .slow_call_duration(50 * MS)
+        .stuck_call_threshold(1)
+        .open_duration(10 * SEC)
+        .build()
+        .unwrap();
+    let registry = Registry::new();
+    registry.register(breaker.clone()).unwrap();
+    let stuck = breaker.try_acquire_owned().unwrap();
+    mock.increment(51 * MS);
+    refused(succeed(&breaker));
+    drop(stuck);
+    // The probe goes out at the end of the open period and hangs past its
+    // slow mark, 50 ms, far short of max_probe_duration: the next call
+    // re-opens the breaker.
+    mock.increment(10 * SEC);
+    let probe = breaker.try_acquire_owned().unwrap();
+    mock.increment(51 * MS);
+    refused(succeed(&breaker));
+    drop(probe);
+    let snap = breaker.snapshot();
+    assert_eq!((snap.probes.stuck, snap.probes.expired), (1, 0));
+    let expo = scrape(&registry);
+    let l = [("breaker", "pricing"), ("call_path", "reference_data")];
+    let outcome = |o: &'static str| [l[0], l[1], ("outcome", o)];
+    assert_eq!(
+        sample(&expo, "fusebox_breaker_probes", &outcome("stuck")),
+        1.0
+    );
+    assert_eq!(
+        sample(&expo, "fusebox_breaker_probes", &outcome("expired")),
+        0.0
+    );
+    check_breaker(&expo, &snap, "reference_data", false);
+}
+
+#[test]
+fn the_state_gauge_reads_open_for_a_breaker_whose_calls_are_stuck_with_no_call_made() {
+    let (builder, mock) = quiet("pricing");
+    let breaker = builder
+        .slow_call_duration(50 * MS)
+        .stuck_call_threshold(2)
+        .build()
+        .unwrap();
+    let registry = Registry::new();
+    registry.register(breaker.clone()).unwrap();
+    let held = [
+        breaker.try_acquire_owned().unwrap(),
+        breaker.try_acquire_owned().unwrap(),
+    ];
+    mock.increment(60 * MS);
+    // Nobody calls: the scrape alone reads what the next call would meet.
+    let expo = scrape(&registry);
+    let l = [("breaker", "pricing"), ("call_path", "reference_data")];
+    assert_eq!(sample(&expo, "fusebox_breaker_state", &l), 1.0, "open");
+    assert_eq!(sample(&expo, "fusebox_breaker_trips", &l), 1.0);
+    let open = [l[0], l[1], ("state", "open")];
+    assert_eq!(sample(&expo, "fusebox_breaker_in_state", &open), 1.0);
+    assert_eq!(breaker.state(), State::Open);
+    drop(held);
 }

@@ -76,7 +76,7 @@ fn a_snapshot_serializes_every_field_durations_in_seconds() {
     assert_eq!(value["reopens"], 0);
     assert_eq!(
         value["probes"],
-        json!({"successes": 0, "failures": 0, "expired": 0, "ignored": 0})
+        json!({"successes": 0, "failures": 0, "expired": 0, "ignored": 0, "stuck": 0})
     );
     assert_eq!(
         value["state_seconds"],

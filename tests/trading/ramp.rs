@@ -229,6 +229,26 @@ fn build_refuses_a_ramp_that_starts_at_nothing() {
 }
 
 #[test]
+fn build_refuses_a_ramp_that_starts_at_every_call() {
+    // From all of the calls there is nothing to ramp: it would build and
+    // never ramp.
+    let (builder, _mock) = quiet("vendor");
+    let err = builder
+        .consecutive_failure_threshold(1)
+        .ramp_up(RampUp::linear(10 * SEC, 1.0))
+        .build()
+        .unwrap_err();
+    assert_eq!(err.field(), "ramp_up");
+    assert!(err.to_string().contains("(0, 1)"), "{err}");
+    let (builder, _mock) = quiet("vendor");
+    builder
+        .consecutive_failure_threshold(1)
+        .ramp_up(RampUp::linear(10 * SEC, 0.999))
+        .build()
+        .expect("just short of every call ramps");
+}
+
+#[test]
 fn a_half_open_rate_round_that_closes_starts_the_ramp() {
     let (builder, mock) = quiet("vendor");
     let b = builder
