@@ -1102,8 +1102,13 @@ impl Machine {
     }
 
     /// Files the time since the last account under the states it was spent
-    /// in (see [`state_nanos_at`](Self::state_nanos_at)).
-    fn account(&mut self, now: u64) {
+    /// in (see [`state_nanos_at`](Self::state_nanos_at)), up to `now` and
+    /// never back. A look calls
+    /// it before it reads, so a state change that arrives afterwards with
+    /// an instant read before the look's files nothing under what the look
+    /// reported, and every state's time only grows from one look to the
+    /// next (each feeds a `_total` counter).
+    pub(crate) fn account(&mut self, now: u64) {
         self.state_nanos = self.state_nanos_at(now);
         self.accounted_to = self.accounted_to.max(now);
     }
@@ -1511,6 +1516,36 @@ mod tests {
                 successes: 1,
                 ..ProbeTotals::default()
             }
+        );
+    }
+
+    #[test]
+    fn a_trip_filed_at_an_instant_before_a_look_takes_nothing_from_what_the_look_read() {
+        let s = Settings {
+            failure_threshold: Some(1),
+            ..Settings::default()
+        };
+        let mut m = Machine::new(Arc::new(s), &Recovery::default(), 1, SEC);
+        // A look at 10 s reads 9 s closed (and accounts them).
+        m.account(10 * SEC);
+        let read = m.view(10 * SEC).state_nanos[State::Closed.index()];
+        assert_eq!(read, 9 * SEC);
+        // A call that read the clock at 5 s reaches the lock after the look
+        // and trips the breaker at its own instant.
+        let t = m
+            .record(5 * SEC, closed(&m), Verdict::Failure, 0)
+            .expect("trips");
+        assert_eq!(t.to, State::Open);
+        let later = m.view(11 * SEC).state_nanos;
+        assert_eq!(
+            later[State::Closed.index()],
+            read,
+            "closed time never falls"
+        );
+        assert_eq!(
+            later[State::Open.index()],
+            SEC,
+            "open from the look's instant on"
         );
     }
 

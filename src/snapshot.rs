@@ -68,12 +68,10 @@ pub struct ProbeTotals {
 /// `increase()` of `fusebox_breaker_state_seconds_total{state="open"}`.
 ///
 /// The current state's time runs to the instant the snapshot read the
-/// clock. A call that read the clock before that instant and changed the
-/// state after the snapshot files the change at its own instant, so a later
-/// snapshot can read that state's time lower, by as long as the call took
-/// from its clock read to the breaker's lock. The Prometheus exposition
-/// exports each state's time at the most any scrape of the registry read,
-/// so the counter never falls.
+/// clock, and the snapshot files it there: a call that read the clock
+/// before that instant and changes the state after the snapshot moves
+/// nothing back, so each state's time never reads lower in a later
+/// snapshot, whatever the order of racing readers.
 ///
 /// The time is assigned as [`Snapshot::state`] reads it: once an open
 /// period has ended with no call to probe, the time after its end is

@@ -129,6 +129,7 @@ impl Breaker {
             };
             let stuck = self.settle_in_flight(&mut core, now);
             core.machine.slide(now);
+            core.machine.account(now);
             let synced = self.sync_gate(&mut core);
             let changed = u64::from(expired) + u64::from(stuck) + u64::from(synced);
             let in_flight = self.inner.hot().in_flight.as_ref().map(|t| {

@@ -151,7 +151,6 @@ mod fleet;
 pub use prometheus_client;
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder};
@@ -159,7 +158,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Unit;
 
 use crate::registry::Registry;
-use crate::{Snapshot, State, StateTimes};
+use crate::{Snapshot, State};
 
 /// A `prometheus-client` collector that reads a [`Registry`]'s snapshots at
 /// each scrape. Register it with
@@ -200,42 +199,6 @@ pub fn encode(registry: &Registry) -> String {
     // only the writer's errors.
     let _ = prometheus_client::encoding::text::encode(&mut text, &metrics);
     text
-}
-
-/// The most each of one registered breaker's time-in-state counters
-/// (`fusebox_breaker_state_seconds_total`) has been exported as, in
-/// nanoseconds, by state ([`State::index`]).
-///
-/// A snapshot counts the current state's time up to the instant it read
-/// the clock. A call that read the clock earlier, and reached the
-/// breaker's lock only after that snapshot, files its state change at its
-/// own, earlier instant: the next snapshot then reads that state's time
-/// lower, by as long as the call took from its clock read to the lock
-/// (milliseconds for a thread preempted there), and Prometheus reads a
-/// `_total` that falls as a counter reset. So each scrape exports, for
-/// each state, the most any scrape of the registry has read, raising the
-/// mark with one atomic maximum: whatever the order of racing scrapes, no
-/// series falls; one held up stays level until the breaker's own count
-/// passes it, a lag of at most that call's delay. Nothing on a call's path,
-/// no lock. Every other `_total` is a count that only grows, read as one
-/// load of it (or a sum of such loads, one per shard or lane), so a later
-/// scrape never reads less.
-#[derive(Debug, Default)]
-pub(crate) struct StateMarks([AtomicU64; 5]);
-
-impl StateMarks {
-    /// Raises the marks to `times`, and `times` to the marks.
-    fn raise(&self, times: &mut StateTimes) {
-        let mut nanos = [0; 5];
-        for state in State::ALL {
-            let i = state.index();
-            let read = u64::try_from(times.get(state).as_nanos()).unwrap_or(u64::MAX);
-            // A read-modify-write sees the latest mark, so every scrape
-            // after this one exports at least `nanos[i]`.
-            nanos[i] = self.0[i].fetch_max(read, Ordering::Relaxed).max(read);
-        }
-        *times = StateTimes::from_nanos(nanos);
-    }
 }
 
 /// One breaker at the scrape: its labels and its snapshot.
@@ -303,16 +266,12 @@ fn counters(
 fn breakers(registry: &Registry, encoder: &mut DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
     // One snapshot per breaker, each under its own lock only.
     let rows: Vec<Row> = registry
-        .breakers_exported()
+        .breakers_marked()
         .iter()
-        .map(|(b, critical, marks)| {
-            let mut snap = b.snapshot();
-            marks.raise(&mut snap.state_times);
-            Row {
-                call_path: crate::text::shown(b.call_path().as_str()).to_string(),
-                critical: *critical,
-                snap,
-            }
+        .map(|(b, critical)| Row {
+            call_path: crate::text::shown(b.call_path().as_str()).to_string(),
+            critical: *critical,
+            snap: b.snapshot(),
         })
         .collect();
     if rows.is_empty() {

@@ -95,9 +95,6 @@ struct Entry {
     breaker: Breaker,
     origin: Origin,
     critical: bool,
-    /// The most its time-in-state counters were exported as.
-    #[cfg(feature = "prometheus")]
-    marks: Arc<crate::prometheus::StateMarks>,
 }
 
 impl Entry {
@@ -106,8 +103,6 @@ impl Entry {
             breaker,
             origin,
             critical: false,
-            #[cfg(feature = "prometheus")]
-            marks: Arc::default(),
         }
     }
 }
@@ -321,30 +316,15 @@ impl Registry {
     }
 
     /// Every registered breaker with whether it is critical, in name
-    /// order, copied under the registry's lock (for readiness).
-    // Read by the admin endpoint only.
-    #[cfg_attr(not(feature = "admin"), allow(dead_code))]
+    /// order, copied under the registry's lock (for readiness and the
+    /// Prometheus exposition).
+    #[cfg_attr(not(any(feature = "admin", feature = "prometheus")), allow(dead_code))]
     pub(crate) fn breakers_marked(&self) -> Vec<(Breaker, bool)> {
         self.inner
             .breakers
             .read()
             .values()
             .map(|e| (e.breaker.clone(), e.critical))
-            .collect()
-    }
-
-    /// Every registered breaker with whether it is critical and the marks
-    /// its time-in-state counters are exported against, in name order,
-    /// copied under the registry's lock (for the Prometheus exposition).
-    #[cfg(feature = "prometheus")]
-    pub(crate) fn breakers_exported(
-        &self,
-    ) -> Vec<(Breaker, bool, Arc<crate::prometheus::StateMarks>)> {
-        self.inner
-            .breakers
-            .read()
-            .values()
-            .map(|e| (e.breaker.clone(), e.critical, Arc::clone(&e.marks)))
             .collect()
     }
 
@@ -546,11 +526,6 @@ impl Registry {
                         name: breaker.name().to_owned(),
                     })?;
             entry.origin = Origin::Outside;
-            // The new breaker's counters start from zero: a counter reset.
-            #[cfg(feature = "prometheus")]
-            {
-                entry.marks = Arc::default();
-            }
             std::mem::replace(&mut entry.breaker, breaker)
         };
         let at = old.clock_now();
