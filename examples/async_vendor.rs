@@ -52,7 +52,7 @@ async fn main() -> Result<(), BoxError> {
     // timeout is a failure (the HTTP classifier).
     let breaker = Breaker::builder("pricing-vendor")
         .call_path(CallPath::ReferenceData)
-        .classifier(fusebox::http::classifier())
+        .classifier(fusebox::http::HttpClassifier::new())
         .result_classifier(ResultClassifier::for_type(|r: &Response| {
             match r.status().as_u16() {
                 ..400 => Verdict::Success,

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use fusebox::chain::{Answer, Chain, LookupError, Origin};
+use fusebox::chain::{Answer, Chain, LookupError, Origin, SkipReason};
 use fusebox::http::{ureq, Error, GuardedClient};
 use fusebox::last_good::LastGood;
 use fusebox::{Breaker, CallPath, State};
@@ -91,8 +91,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "   {:<10} answers {:>2}, refused {}, failed {}",
             link.name,
             link.answers,
-            link.skips_for("refused"),
-            link.skips_for("failed"),
+            link.skips.get(SkipReason::Refused),
+            link.skips.get(SkipReason::Failed),
         );
     }
     Ok(())
@@ -108,7 +108,7 @@ fn client(name: &str) -> Result<GuardedClient, Box<dyn std::error::Error>> {
         .into();
     let breaker = Breaker::builder(name)
         .call_path(CallPath::ReferenceData)
-        .classifier(fusebox::http::classifier())
+        .classifier(fusebox::http::HttpClassifier::new())
         .consecutive_failure_threshold(2)
         .failure_rate_threshold(None)
         .open_duration(OPEN)

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fusebox::admin::{Admin, AdminConfig};
 use fusebox::config_file::Loader;
+use fusebox::registry::Registry;
 use fusebox::{Breaker, Classifier, Verdict};
 
 const CONFIG: &str = include_str!("ops.toml");
@@ -44,9 +45,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         _ => Verdict::Ignore,
     });
-    let registry = Loader::new()
+    let registry = Registry::new();
+    Loader::new()
         .classifier("transport", transport)
-        .load_toml(CONFIG)?;
+        .load_toml(CONFIG, &registry)?;
 
     let token = std::env::var("FUSEBOX_ADMIN_TOKEN").unwrap_or_else(|_| example_token());
     let admin = Admin::start(

@@ -58,7 +58,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let log = Arc::clone(&timeline);
     let breaker = Breaker::builder("refdata-vendor")
         .call_path(CallPath::ReferenceData)
-        .classifier(fusebox::http::classifier())
+        .classifier(fusebox::http::HttpClassifier::new())
         .consecutive_failure_threshold(3)
         .slow_call_duration(SLOW_MARK)
         .slow_call_rate_threshold(0.5)

@@ -46,7 +46,7 @@ fn main() -> anyhow::Result<()> {
 
     let refdata = Breaker::builder("refdata")
         .call_path(CallPath::ReferenceData)
-        .classifier(fusebox::http::classifier())
+        .classifier(fusebox::http::HttpClassifier::new())
         .on_state_change(|change| eprintln!("alert: {change}"))
         .build()?;
     let client = GuardedClient::new(agent.clone(), refdata)?;
@@ -55,7 +55,7 @@ fn main() -> anyhow::Result<()> {
     let actions = Breaker::builder("corporate-actions")
         .call_path(CallPath::ReferenceData)
         // It sees through anyhow's chain to the ureq error (feature `anyhow`).
-        .classifier(fusebox::http::classifier())
+        .classifier(fusebox::http::HttpClassifier::new())
         .on_state_change(|change| eprintln!("alert: {change}"))
         .build()?;
 

@@ -50,7 +50,7 @@ impl Breaker {
 /// | `max_open_duration` | 300 s | hard ceiling of every open period, a throttled one included |
 /// | `jitter` | 0.1 | the open period is shortened by up to this fraction, at random |
 /// | `jitter_seed` | random | seed for the jitter, for exact tests |
-/// | `half_open_max_calls` | 1 | probes out at once while half-open |
+/// | `half_open_max_concurrent` | 1 | probes out at once while half-open |
 /// | `half_open_success_threshold` | 1 | probe successes in a row that close it |
 /// | `max_probe_duration` | 30 s | a probe that has not reported back by then counts as failed |
 /// | `flapping_trips` | `Some(3)` | trips within `flapping_window` that mark the breaker as flapping (a signal only) |
@@ -121,9 +121,13 @@ impl<T> BreakerBuilder<T> {
         self
     }
 
-    /// Which errors count against the dependency. Required.
-    pub fn classifier(mut self, classifier: Classifier) -> Self {
-        self.parts.classifier = Some(classifier);
+    /// Which errors count against the dependency. Required. Anything that
+    /// converts into a [`Classifier`] (an
+    /// [`HttpClassifier`](crate::http::HttpClassifier), a
+    /// [`ResultClassifier`](crate::ResultClassifier)'s output) is taken as
+    /// it is.
+    pub fn classifier(mut self, classifier: impl Into<Classifier>) -> Self {
+        self.parts.classifier = Some(classifier.into());
         self
     }
 
@@ -201,7 +205,7 @@ impl<T> BreakerBuilder<T> {
         jitter: f64 => backoff.jitter);
     setter!(
         /// Probes admitted at once while half-open.
-        half_open_max_calls: u32 => half_open_max_calls);
+        half_open_max_concurrent: u32 => half_open_max_concurrent);
     setter!(
         /// Probe successes in a row that close the breaker.
         half_open_success_threshold: u32 => half_open_success_threshold);
@@ -270,7 +274,7 @@ impl<T> BreakerBuilder<T> {
         closed_interval: into Duration => closed_interval);
     setter!(
         /// Probes admitted over a whole half-open period, beside
-        /// `half_open_max_calls` at once (gobreaker's `MaxRequests`). A
+        /// `half_open_max_concurrent` at once (gobreaker's `MaxRequests`). A
         /// probe whose outcome is ignored, or whose failure is neutral in a
         /// maintenance window, gives its place back. Must be at
         /// least `half_open_success_threshold` (or the `half_open_rate`
@@ -543,10 +547,10 @@ impl<T> BreakerBuilder<T> {
             b.jitter,
         )?;
         check(
-            "half_open_max_calls",
-            (1..=1024).contains(&s.half_open_max_calls),
+            "half_open_max_concurrent",
+            (1..=1024).contains(&s.half_open_max_concurrent),
             "must be between 1 and 1024",
-            s.half_open_max_calls,
+            s.half_open_max_concurrent,
         )?;
         check(
             "half_open_success_threshold",

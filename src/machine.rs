@@ -189,7 +189,7 @@ impl Machine {
                 .map(|p| Box::new(LatencyWindow::new(p.clone(), now))),
             durations: (s.slow_call_duration.is_some() || s.latency_trip.is_some())
                 .then(|| Box::new(CallDurations::new(&s.call_duration_buckets))),
-            probes: vec![None; s.half_open_max_calls as usize].into_boxed_slice(),
+            probes: vec![None; s.half_open_max_concurrent as usize].into_boxed_slice(),
             recent_trips: vec![u64::MAX; s.flapping_trips.unwrap_or(0) as usize].into_boxed_slice(),
             next_trip_slot: 0,
             override_until: u64::MAX,

@@ -174,7 +174,7 @@ impl fmt::Debug for OpenPeriod {
 }
 
 /// Half-open judged by a rate: the breaker lets `probes` probes through
-/// (`half_open_max_calls` at a time) and re-opens if their failure rate
+/// (`half_open_max_concurrent` at a time) and re-opens if their failure rate
 /// reaches `failure_rate_threshold`, else closes; Resilience4j's
 /// `permittedNumberOfCallsInHalfOpenState` with its failure rate. It
 /// decides as soon as the rest of the probes cannot change the answer. A

@@ -26,7 +26,7 @@ pub(crate) struct Settings {
     pub(crate) slow_call_duration: Option<Duration>,
     pub(crate) slow_call_rate_threshold: Option<f64>,
     pub(crate) backoff: Backoff,
-    pub(crate) half_open_max_calls: u32,
+    pub(crate) half_open_max_concurrent: u32,
     pub(crate) half_open_success_threshold: u32,
     pub(crate) max_probe_duration: Duration,
     /// Boxed: a breaker without a latency policy keeps a pointer.
@@ -83,7 +83,7 @@ impl Default for Settings {
                 max: Duration::from_secs(300),
                 jitter: 0.1,
             },
-            half_open_max_calls: 1,
+            half_open_max_concurrent: 1,
             half_open_success_threshold: 1,
             max_probe_duration: Duration::from_secs(30),
             latency_trip: None,

@@ -67,7 +67,7 @@ fn agent() -> ureq::Agent {
 fn breaker(name: &str) -> Breaker {
     Breaker::builder(name)
         .call_path(CallPath::ReferenceData)
-        .classifier(fusebox::http::classifier())
+        .classifier(fusebox::http::HttpClassifier::new())
         .open_duration(Duration::from_secs(3600))
         .max_open_duration(Duration::from_secs(3600))
         .build()

@@ -23,7 +23,7 @@
 //! failed) from a coverage gap (declined, not cached).
 //!
 //! ```
-//! use fusebox::chain::{Chain, Origin};
+//! use fusebox::chain::{Chain, Origin, SkipReason};
 //! use fusebox::last_good::LastGood;
 //! use fusebox::{Breaker, CallPath, Classifier};
 //! use std::{io, time::Duration};
@@ -46,11 +46,11 @@
 //!
 //! let answer = chain.lookup("AAPL").unwrap();
 //! assert_eq!((*answer.value(), answer.link()), (101.25, "secondary"));
-//! assert_eq!(answer.skipped()[0].skip().reason(), "failed");
+//! assert_eq!(answer.skipped()[0].skip().reason(), SkipReason::Failed);
 //!
 //! // The primary is open now: skipped without a call.
 //! let answer = chain.lookup("AAPL").unwrap();
-//! assert_eq!(answer.skipped()[0].skip().reason(), "refused");
+//! assert_eq!(answer.skipped()[0].skip().reason(), SkipReason::Refused);
 //!
 //! secondary.force_open("ops", "vendor maintenance");
 //! let answer = chain.lookup("AAPL").unwrap();
@@ -97,9 +97,9 @@ use std::time::Duration;
 pub use answer::{Answer, LookupError, Origin};
 pub use builder::{ChainBuilder, ChainStart};
 pub use link::{Boxed, Provider};
-pub use skip::{Skip, Skipped, REASONS};
+pub use skip::{Skip, SkipReason, Skipped};
 pub(crate) use stats::ChainStats;
-pub use stats::{ChainSnapshot, LinkSnapshot};
+pub use stats::{ChainSnapshot, LinkSnapshot, SkipCounts};
 
 use answer::Declined;
 use link::{Lead, Outcome, Source};
@@ -318,7 +318,7 @@ impl<Q: ?Sized, T, E, L: FirstLink<Q, T, E>> Chain<Q, T, E, L> {
             {
                 if position > 0 && self.clock.now().saturating_duration_since(started) >= deadline {
                     let skip = Skip::DeadlinePassed { deadline };
-                    stats.skips[skip.index()].fetch_add(1, Ordering::Relaxed);
+                    stats.skips[skip.reason().index()].fetch_add(1, Ordering::Relaxed);
                     skipped.push(Skipped {
                         link: link.name,
                         skip,
@@ -379,7 +379,7 @@ impl<Q: ?Sized, T, E, L: FirstLink<Q, T, E>> Chain<Q, T, E, L> {
     /// keep the healthy path of `lookup` short.
     #[inline(never)]
     fn skip(&self, skipped: &mut Vec<Skipped<E>>, position: usize, skip: Skip<E>) {
-        self.stats.links[position].skips[skip.index()].fetch_add(1, Ordering::Relaxed);
+        self.stats.links[position].skips[skip.reason().index()].fetch_add(1, Ordering::Relaxed);
         skipped.push(Skipped {
             link: self.links[position].name,
             skip,

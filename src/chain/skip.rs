@@ -56,7 +56,10 @@ impl<E> Skip<E> {
     /// Whether the provider was never called for this lookup (a fallback
     /// was safe and a retry would duplicate nothing on this link).
     pub fn nothing_attempted(&self) -> bool {
-        !matches!(self.reason(), "failed" | "timed_out" | "declined")
+        !matches!(
+            self.reason(),
+            SkipReason::Failed | SkipReason::TimedOut | SkipReason::Declined
+        )
     }
 
     /// The breaker's refusal, if the link was refused.
@@ -67,43 +70,87 @@ impl<E> Skip<E> {
         }
     }
 
-    /// A short label, the `reason` of the chain's metrics: `refused`,
-    /// `full`, `deadline`, `not_cached`, `too_old`, `failed`, `timed_out`,
-    /// `declined`.
-    pub fn reason(&self) -> &'static str {
+    /// Why, without what the skip carries: what the chain's counts and
+    /// metrics are kept by.
+    pub fn reason(&self) -> SkipReason {
         match self {
-            Skip::Refused(_) => "refused",
+            Skip::Refused(_) => SkipReason::Refused,
             #[cfg(feature = "isolation")]
-            Skip::Full(_) => "full",
-            Skip::DeadlinePassed { .. } => "deadline",
-            Skip::NotCached => "not_cached",
-            Skip::TooOld { .. } => "too_old",
-            Skip::Failed(_) => "failed",
+            Skip::Full(_) => SkipReason::Full,
+            Skip::DeadlinePassed { .. } => SkipReason::Deadline,
+            Skip::NotCached => SkipReason::NotCached,
+            Skip::TooOld { .. } => SkipReason::TooOld,
+            Skip::Failed(_) => SkipReason::Failed,
             #[cfg(feature = "isolation")]
-            Skip::TimedOut(_) => "timed_out",
-            Skip::Declined(_) => "declined",
+            Skip::TimedOut(_) => SkipReason::TimedOut,
+            Skip::Declined(_) => SkipReason::Declined,
         }
-    }
-
-    /// The index of this reason in [`REASONS`].
-    pub(super) fn index(&self) -> usize {
-        let reason = self.reason();
-        REASONS.iter().position(|r| *r == reason).unwrap_or(0)
     }
 }
 
-/// Every skip reason's label, in the order of
-/// [`LinkSnapshot::skips`](super::LinkSnapshot::skips).
-pub const REASONS: [&str; 8] = [
-    "refused",
-    "full",
-    "deadline",
-    "not_cached",
-    "too_old",
-    "failed",
-    "timed_out",
-    "declined",
-];
+/// The kind of a [`Skip`], one per variant: what a link's skips are
+/// counted by ([`SkipCounts`](super::SkipCounts)). It prints as the
+/// `reason` label of the chain's metrics (`refused`, `full`, `deadline`,
+/// `not_cached`, `too_old`, `failed`, `timed_out`, `declined`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SkipReason {
+    /// [`Skip::Refused`].
+    Refused,
+    /// `Skip::Full` (feature `isolation`).
+    Full,
+    /// [`Skip::DeadlinePassed`].
+    Deadline,
+    /// [`Skip::NotCached`].
+    NotCached,
+    /// [`Skip::TooOld`].
+    TooOld,
+    /// [`Skip::Failed`].
+    Failed,
+    /// `Skip::TimedOut` (feature `isolation`).
+    TimedOut,
+    /// [`Skip::Declined`].
+    Declined,
+}
+
+impl SkipReason {
+    /// Every reason, in the order the metrics list them.
+    pub const ALL: [SkipReason; 8] = [
+        SkipReason::Refused,
+        SkipReason::Full,
+        SkipReason::Deadline,
+        SkipReason::NotCached,
+        SkipReason::TooOld,
+        SkipReason::Failed,
+        SkipReason::TimedOut,
+        SkipReason::Declined,
+    ];
+
+    /// Its place in [`ALL`](Self::ALL).
+    pub(super) fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The label, as the metrics write it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::Refused => "refused",
+            SkipReason::Full => "full",
+            SkipReason::Deadline => "deadline",
+            SkipReason::NotCached => "not_cached",
+            SkipReason::TooOld => "too_old",
+            SkipReason::Failed => "failed",
+            SkipReason::TimedOut => "timed_out",
+            SkipReason::Declined => "declined",
+        }
+    }
+}
+
+impl fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
 
 /// Writes `err` and its `source()` chain, `a: b: c`, leaving out a message
 /// that repeats the one before it (a wrapper that prints its source's).

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::skip::REASONS;
+use super::skip::SkipReason;
 use crate::counter::Counter;
 use crate::name::Inline;
 
@@ -25,7 +25,7 @@ pub(super) struct LinkStats {
     /// through these stats.
     pub(super) answers: Arc<Counter>,
     pub(super) declined: AtomicU64,
-    pub(super) skips: [AtomicU64; REASONS.len()],
+    pub(super) skips: [AtomicU64; SkipReason::ALL.len()],
 }
 
 impl std::fmt::Debug for LinkStats {
@@ -75,19 +75,23 @@ pub struct LinkSnapshot {
     pub answers: u64,
     /// Lookups this link ended with a deterministic "no".
     pub declined: u64,
-    /// Lookups that went past this link, by reason, in the order of
-    /// [`REASONS`](super::REASONS).
-    pub skips: [u64; REASONS.len()],
+    /// Lookups that went past this link, by reason.
+    pub skips: SkipCounts,
 }
 
-impl LinkSnapshot {
-    /// The lookups that went past this link for `reason` (a label of
-    /// [`REASONS`](super::REASONS)); zero for an unknown label.
-    pub fn skips_for(&self, reason: &str) -> u64 {
-        REASONS
-            .iter()
-            .position(|r| *r == reason)
-            .map_or(0, |i| self.skips[i])
+/// A link's skips by [`SkipReason`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SkipCounts([u64; SkipReason::ALL.len()]);
+
+impl SkipCounts {
+    /// The lookups that went past the link for `reason`.
+    pub fn get(&self, reason: SkipReason) -> u64 {
+        self.0[reason.index()]
+    }
+
+    /// Every reason with its count, in the order of [`SkipReason::ALL`].
+    pub fn iter(&self) -> impl Iterator<Item = (SkipReason, u64)> + '_ {
+        SkipReason::ALL.into_iter().zip(self.0)
     }
 }
 
@@ -116,7 +120,7 @@ impl ChainStats {
                     kind: l.kind,
                     answers: l.answers.sum(),
                     declined: l.declined.load(Ordering::Relaxed),
-                    skips: std::array::from_fn(|i| l.skips[i].load(Ordering::Relaxed)),
+                    skips: SkipCounts(std::array::from_fn(|i| l.skips[i].load(Ordering::Relaxed))),
                 })
                 .collect(),
             exhausted: s.exhausted.load(Ordering::Relaxed),

@@ -17,10 +17,12 @@
 //! and the rule, and a file with any error adds nothing to the registry.
 //!
 //! ```
+//! use fusebox::registry::Registry;
 //! use fusebox::config_file::Loader;
 //! use fusebox::Classifier;
 //!
-//! let registry = Loader::new()
+//! let registry = Registry::new();
+//! Loader::new()
 //!     .classifier("transport", Classifier::every_error_is_a_failure())
 //!     .load_toml(r#"
 //!         [templates.vendor]
@@ -38,7 +40,7 @@
 //!         template = "vendor"
 //!         open_duration = "2m"
 //!         max_open_duration = "10m"
-//!     "#)?;
+//!     "#, &registry)?;
 //! assert_eq!(registry.len(), 2);
 //! assert!(registry.is_critical("news"));
 //! # Ok::<(), fusebox::config_file::FileError>(())
@@ -118,7 +120,7 @@ struct Settings {
     max_open_duration: Option<Human>,
     jitter: Option<f64>,
     jitter_seed: Option<u64>,
-    half_open_max_calls: Option<u32>,
+    half_open_max_concurrent: Option<u32>,
     half_open_success_threshold: Option<u32>,
     max_probe_duration: Option<Human>,
     flapping_trips: Option<OrOff<u32>>,
@@ -194,8 +196,12 @@ impl Loader {
     }
 
     /// Makes `classifier` available to files as `classifier = "name"`.
-    pub fn classifier(mut self, name: impl Into<String>, classifier: Classifier) -> Self {
-        self.classifiers.insert(name.into(), classifier);
+    pub fn classifier(
+        mut self,
+        name: impl Into<String>,
+        classifier: impl Into<Classifier>,
+    ) -> Self {
+        self.classifiers.insert(name.into(), classifier.into());
         self
     }
 
@@ -219,23 +225,15 @@ impl Loader {
         names.join(", ")
     }
 
-    /// A new registry holding what the TOML text describes.
+    /// Adds what the TOML text describes to `registry` (a new one is
+    /// `Registry::new()`; one that holds breakers made in code takes the
+    /// file's beside them).
     ///
     /// # Errors
     ///
-    /// A [`FileError`] naming the table, the field and the rule.
-    pub fn load_toml(&self, text: &str) -> Result<Registry, FileError> {
-        let registry = Registry::new();
-        self.load_toml_into(text, &registry)?;
-        Ok(registry)
-    }
-
-    /// Adds what the TOML text describes to `registry`.
-    ///
-    /// # Errors
-    ///
-    /// As [`load_toml`](Self::load_toml); nothing is added on error.
-    pub fn load_toml_into(&self, text: &str, registry: &Registry) -> Result<(), FileError> {
+    /// A [`FileError`] naming the table, the field and the rule (a TOML
+    /// syntax error with its line and column); nothing is added on error.
+    pub fn load_toml(&self, text: &str, registry: &Registry) -> Result<(), FileError> {
         let file: RegistryFile = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
         self.load(file, registry)
     }
@@ -425,8 +423,8 @@ impl Loader {
         if let Some(seed) = s.jitter_seed {
             b = b.jitter_seed(seed);
         }
-        if let Some(n) = s.half_open_max_calls {
-            b = b.half_open_max_calls(n);
+        if let Some(n) = s.half_open_max_concurrent {
+            b = b.half_open_max_concurrent(n);
         }
         if let Some(n) = s.half_open_success_threshold {
             b = b.half_open_success_threshold(n);
@@ -521,7 +519,7 @@ impl Settings {
             max_open_duration,
             jitter,
             jitter_seed,
-            half_open_max_calls,
+            half_open_max_concurrent,
             half_open_success_threshold,
             max_probe_duration,
             flapping_trips,
@@ -557,7 +555,7 @@ impl Settings {
             || max_open_duration.is_some()
             || jitter.is_some()
             || jitter_seed.is_some()
-            || half_open_max_calls.is_some()
+            || half_open_max_concurrent.is_some()
             || half_open_success_threshold.is_some()
             || max_probe_duration.is_some()
             || flapping_trips.is_some()

@@ -65,8 +65,7 @@ pub enum TooManyRequests {
 ///     .classifier(
 ///         HttpClassifier::new()
 ///             .too_many_requests(TooManyRequests::Failure)
-///             .max_retry_after(Duration::from_secs(60))
-///             .into(),
+///             .max_retry_after(Duration::from_secs(60)),
 ///     )
 ///     .build()?;
 /// # Ok::<(), fusebox::ConfigError>(())
@@ -88,11 +87,6 @@ impl Default for HttpClassifier {
     fn default() -> Self {
         HttpClassifier::new()
     }
-}
-
-/// The [`HttpClassifier`] with its defaults, as a [`Classifier`].
-pub fn classifier() -> Classifier {
-    HttpClassifier::new().into()
 }
 
 impl HttpClassifier {

@@ -26,7 +26,7 @@ use crate::{Breaker, CallError, Verdict};
 /// [`max_body_size`](Self::max_body_size)) while the permit is held, so a
 /// vendor that sends headers and then stalls is seen as slow or failed, and
 /// the outcome is classified by the breaker's [`Classifier`](crate::Classifier)
-/// (use [`http::classifier`](super::classifier) or an [`HttpClassifier`](super::HttpClassifier)).
+/// (an [`HttpClassifier`](super::HttpClassifier)).
 ///
 /// A status of 400 or more is returned as [`Error::Status`], with the
 /// response whole: the classifier decides whether it counts.
@@ -47,7 +47,7 @@ use crate::{Breaker, CallError, Verdict};
 ///     .into();
 /// let breaker = Breaker::builder("refdata")
 ///     .call_path(CallPath::ReferenceData)
-///     .classifier(fusebox::http::classifier())
+///     .classifier(fusebox::http::HttpClassifier::new())
 ///     .build()?;
 /// let client = GuardedClient::new(agent, breaker)?;
 ///

@@ -2,7 +2,7 @@
 //!
 //! Three pieces, each usable alone:
 //!
-//! - [`HttpClassifier`] (and [`classifier`] for its defaults): which HTTP
+//! - [`HttpClassifier`]: which HTTP
 //!   outcomes count against a vendor. Timeouts, refused and reset
 //!   connections, DNS and TLS failures and 5xx do; 4xx never does; 429 does
 //!   by default, and its `Retry-After` keeps the breaker open at least that
@@ -43,7 +43,7 @@
 //!     .into();
 //! let breaker = Breaker::builder("alt-data")
 //!     .call_path(CallPath::AltData)
-//!     .classifier(fusebox::http::classifier())
+//!     .classifier(fusebox::http::HttpClassifier::new())
 //!     .build()?;
 //! let client = GuardedClient::new(agent, breaker)?;
 //! let cache = LastKnownGood::new(Duration::from_secs(60));
@@ -75,7 +75,7 @@ mod retry_after;
 /// dependency on the same version itself.
 pub use ureq;
 
-pub use classifier::{classifier, HttpClassifier, TooManyRequests};
+pub use classifier::{HttpClassifier, TooManyRequests};
 pub use client::{GuardedClient, GuardedRequest};
 pub use error::{AgentError, Error};
 pub use fallback::{LastKnownGood, Served, StaleReason, Unavailable};

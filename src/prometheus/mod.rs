@@ -108,9 +108,9 @@
 //!
 //! # `prometheus-client` in the public API
 //!
-//! [`register`] takes the application's own
-//! `prometheus_client::registry::Registry`, and [`RegistryCollector`]
-//! implements its `Collector` trait: the point of this module is to join a
+//! [`RegistryCollector`] implements `prometheus-client`'s `Collector` trait,
+//! registered with the application's own
+//! `prometheus_client::registry::Registry`: the point of this module is to join a
 //! registry the application already has, so its types are not wrapped.
 //! `prometheus-client` is a 0.x crate, so the version is a commitment: every
 //! fusebox 0.1 release depends on `prometheus-client` 0.26 (any 0.26.x), and
@@ -122,6 +122,7 @@
 //!
 //! ```
 //! use fusebox::prometheus::prometheus_client; // the version fusebox uses
+//! use fusebox::prometheus::RegistryCollector;
 //! use fusebox::registry::Registry;
 //! use fusebox::{BreakerConfig, CallPath, Classifier};
 //!
@@ -134,7 +135,7 @@
 //!
 //! // Into an application's own prometheus-client registry:
 //! let mut metrics = prometheus_client::registry::Registry::default();
-//! fusebox::prometheus::register(&mut metrics, &registry);
+//! metrics.register_collector(Box::new(RegistryCollector::new(registry.clone())));
 //! let mut text = String::new();
 //! prometheus_client::encoding::text::encode(&mut text, &metrics)?;
 //! assert!(text.contains(r#"fusebox_breaker_state{breaker="news",call_path="alt_data"} 0"#));
@@ -147,7 +148,7 @@
 mod fleet;
 
 /// The `prometheus-client` crate fusebox builds on (0.26), for naming its
-/// types at the version [`register`] and [`RegistryCollector`] take.
+/// types at the version [`RegistryCollector`] implements.
 pub use prometheus_client;
 
 use std::fmt;
@@ -162,8 +163,7 @@ use crate::{Snapshot, State};
 
 /// A `prometheus-client` collector that reads a [`Registry`]'s snapshots at
 /// each scrape. Register it with
-/// `prometheus_client::registry::Registry::register_collector`, or call
-/// [`register`].
+/// `prometheus_client::registry::Registry::register_collector`.
 #[derive(Clone)]
 pub struct RegistryCollector {
     registry: Registry,
@@ -184,16 +184,11 @@ impl fmt::Debug for RegistryCollector {
     }
 }
 
-/// Registers a collector for `registry` with `metrics`.
-pub fn register(metrics: &mut prometheus_client::registry::Registry, registry: &Registry) {
-    metrics.register_collector(Box::new(RegistryCollector::new(registry.clone())));
-}
-
 /// The registry's metrics alone, in the OpenMetrics text format (ending in
 /// `# EOF`), as served at `/metrics`.
 pub fn encode(registry: &Registry) -> String {
     let mut metrics = prometheus_client::registry::Registry::default();
-    register(&mut metrics, registry);
+    metrics.register_collector(Box::new(RegistryCollector::new(registry.clone())));
     let mut text = String::new();
     // Writing into a String cannot fail, and the collector itself returns
     // only the writer's errors.
@@ -612,9 +607,13 @@ fn chains(registry: &Registry, e: &mut DescriptorEncoder<'_>) -> Result<(), fmt:
     )?;
     for c in &chains {
         for l in &c.links {
-            for (reason, n) in crate::chain::REASONS.iter().zip(l.skips) {
-                m.encode_family(&[("chain", &*c.name), ("link", &*l.name), ("reason", reason)])?
-                    .encode_counter::<NoLabelSet, _, f64>(&n, None)?;
+            for (reason, n) in l.skips.iter() {
+                m.encode_family(&[
+                    ("chain", &*c.name),
+                    ("link", &*l.name),
+                    ("reason", reason.as_str()),
+                ])?
+                .encode_counter::<NoLabelSet, _, f64>(&n, None)?;
             }
         }
     }

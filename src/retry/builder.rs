@@ -18,9 +18,9 @@ use crate::ConfigError;
 /// |---|---|
 /// | `idempotent` | required: say whether a call may be repeated |
 /// | `max_attempts` | 3 (calls that reach the provider) |
-/// | `backoff` | 50 ms base, doubling, at most 2 s, full jitter |
-/// | `jitter` | on (full jitter: each wait uniform in [0, nominal]) |
-/// | `seed` | random per policy |
+/// | `backoff` | 50 ms base, doubling, at most 2 s |
+/// | `jitter` | 1.0, full jitter: each wait is shortened by up to this fraction, at random (uniform in [0, nominal]) |
+/// | `jitter_seed` | random per policy |
 /// | `deadline` | none |
 /// | `max_retry_after` | 5 s (longest wait taken from a breaker or a vendor) |
 /// | `budget` | none |
@@ -31,8 +31,8 @@ pub struct RetryPolicyBuilder {
     max_attempts: u32,
     base: Duration,
     max_backoff: Duration,
-    jitter: bool,
-    seed: Option<u64>,
+    jitter: f64,
+    jitter_seed: Option<u64>,
     deadline: Option<Duration>,
     max_retry_after: Duration,
     budget: Option<RetryBudget>,
@@ -57,8 +57,8 @@ impl RetryPolicyBuilder {
             max_attempts: 3,
             base: Duration::from_millis(50),
             max_backoff: Duration::from_secs(2),
-            jitter: true,
-            seed: None,
+            jitter: 1.0,
+            jitter_seed: None,
             deadline: None,
             max_retry_after: Duration::from_secs(5),
             budget: None,
@@ -92,16 +92,20 @@ impl RetryPolicyBuilder {
         self
     }
 
-    /// Full jitter (each wait drawn uniformly from [0, nominal]), on by
-    /// default; off, each wait is the nominal one.
-    pub fn jitter(mut self, jitter: bool) -> Self {
+    /// Each wait is shortened by up to this fraction of the nominal wait,
+    /// at random: it lies in `[nominal × (1 − jitter), nominal]`, as a
+    /// breaker's open period does
+    /// ([`BreakerBuilder::jitter`](crate::BreakerBuilder::jitter)). 1.0 (the
+    /// default) is full jitter, uniform in `[0, nominal]`; 0.0 waits the
+    /// nominal time.
+    pub fn jitter(mut self, jitter: f64) -> Self {
         self.jitter = jitter;
         self
     }
 
     /// Seeds the jitter, for a reproducible sequence of waits.
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = Some(seed);
+    pub fn jitter_seed(mut self, seed: u64) -> Self {
+        self.jitter_seed = Some(seed);
         self
     }
 
@@ -148,7 +152,7 @@ impl RetryPolicyBuilder {
     ///
     /// [`ConfigError`] naming the field: `idempotent` (not given),
     /// `max_attempts` (zero), `backoff` (a zero base or a max below the
-    /// base), `deadline` (zero).
+    /// base), `jitter` (outside `[0, 1]`), `deadline` (zero).
     pub fn build(self) -> Result<RetryPolicy, ConfigError> {
         let idempotent = self.idempotent.ok_or(ConfigError::Missing {
             field: "idempotent",
@@ -171,6 +175,12 @@ impl RetryPolicyBuilder {
                 crate::duration::display(self.max_backoff)
             ),
         )?;
+        check(
+            "jitter",
+            (0.0..=1.0).contains(&self.jitter),
+            "must be within [0, 1]",
+            self.jitter,
+        )?;
         if let Some(deadline) = self.deadline {
             check(
                 "deadline",
@@ -186,7 +196,7 @@ impl RetryPolicyBuilder {
                 base: self.base,
                 max_backoff: self.max_backoff,
                 jitter: self.jitter,
-                rng: Mutex::new(Rng::new(self.seed.unwrap_or_else(Rng::random_seed))),
+                rng: Mutex::new(Rng::new(self.jitter_seed.unwrap_or_else(Rng::random_seed))),
                 deadline: self.deadline,
                 max_retry_after: self.max_retry_after,
                 budget: self.budget,

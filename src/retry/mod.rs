@@ -41,7 +41,7 @@
 //!     .idempotent(true)
 //!     .max_attempts(3)
 //!     .backoff(Duration::from_millis(100), Duration::from_secs(1))
-//!     .jitter(false)
+//!     .jitter(0.0)
 //!     .sleeper({
 //!         let waits = Arc::clone(&waits);
 //!         move |d| waits.lock().unwrap().push(d)
@@ -95,7 +95,7 @@ struct Inner {
     max_attempts: u32,
     base: Duration,
     max_backoff: Duration,
-    jitter: bool,
+    jitter: f64,
     rng: Mutex<Rng>,
     deadline: Option<Duration>,
     max_retry_after: Duration,
@@ -135,13 +135,15 @@ impl RetryPolicy {
         }
     }
 
-    /// The wait before retry `n`: full jitter over the nominal wait.
+    /// The wait before retry `n`: the nominal wait shortened by up to
+    /// `jitter` of itself.
     fn backoff(&self, retry: u32) -> Duration {
         let nominal = self.nominal(retry);
-        if !self.inner.jitter {
+        if self.inner.jitter == 0.0 {
             return nominal;
         }
-        nominal.mul_f64(self.inner.rng.lock().next_unit())
+        let cut = self.inner.jitter * self.inner.rng.lock().next_unit();
+        nominal.mul_f64(1.0 - cut)
     }
 
     /// Runs `f` through `breaker`, retrying by the policy's rules.

@@ -229,7 +229,7 @@ async fn a_timeout_inside_the_guard_is_a_failure_and_one_outside_a_cancellation(
     vendor.reply(Reply::hang());
     let breaker = Breaker::builder("hanging-vendor")
         .call_path(CallPath::ReferenceData)
-        .classifier(fusebox::http::classifier())
+        .classifier(fusebox::http::HttpClassifier::new())
         .consecutive_failure_threshold(2)
         .build()
         .unwrap();

@@ -27,7 +27,7 @@ type Response = http::Response<String>;
 fn vendor_breaker(threshold: u32) -> Breaker {
     Breaker::builder("vendor")
         .call_path(CallPath::ReferenceData)
-        .classifier(fusebox::http::classifier())
+        .classifier(fusebox::http::HttpClassifier::new())
         .result_classifier(ResultClassifier::for_type(|r: &Response| {
             match r.status().as_u16() {
                 ..400 => Verdict::Success,

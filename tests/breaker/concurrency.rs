@@ -267,7 +267,7 @@ fn state_changes_form_one_unbroken_chain_under_contention() {
         .open_duration(MS)
         .max_open_duration(4 * MS)
         .max_probe_duration(3 * MS)
-        .half_open_max_calls(2)
+        .half_open_max_concurrent(2)
         .on_state_change(move |c| sink.lock().unwrap().push(c.clone()))
         .build()
         .unwrap();

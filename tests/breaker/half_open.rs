@@ -67,8 +67,8 @@ fn refuses_second_probe_while_first_is_out() {
 }
 
 #[test]
-fn admits_half_open_max_calls_probes_at_once() {
-    let (b, mock) = breaker(|b| b.half_open_max_calls(3));
+fn admits_half_open_max_concurrent_probes_at_once() {
+    let (b, mock) = breaker(|b| b.half_open_max_concurrent(3));
     trip(&b, 1);
     mock.increment(10 * SEC);
     let probes: Vec<_> = (0..3).map(|_| b.try_acquire().unwrap()).collect();
@@ -270,7 +270,7 @@ fn a_panicking_probe_counts_as_failed() {
 
 #[test]
 fn an_on_time_probe_does_not_close_it_while_another_probe_is_past_its_deadline() {
-    let (b, mock) = breaker(|b| b.half_open_max_calls(2));
+    let (b, mock) = breaker(|b| b.half_open_max_concurrent(2));
     trip(&b, 1);
     mock.increment(10 * SEC);
     std::mem::forget(b.try_acquire().unwrap());

@@ -57,7 +57,7 @@ struct Cfg {
     base: u64,
     multiplier: u32,
     max: u64,
-    half_open_max_calls: u32,
+    half_open_max_concurrent: u32,
     success_threshold: u32,
     probe_budget: u64,
     /// Probes over a whole half-open period.
@@ -121,7 +121,7 @@ impl Cfg {
             base: SEC,
             multiplier: 2,
             max: 10 * SEC,
-            half_open_max_calls: 1,
+            half_open_max_concurrent: 1,
             success_threshold: 1,
             probe_budget: 3 * SEC,
             half_open_max_probes: None,
@@ -192,7 +192,7 @@ impl Cfg {
             .open_duration(ns(self.base))
             .backoff_multiplier(f64::from(self.multiplier))
             .max_open_duration(ns(self.max))
-            .half_open_max_calls(self.half_open_max_calls)
+            .half_open_max_concurrent(self.half_open_max_concurrent)
             .half_open_success_threshold(self.success_threshold)
             .max_probe_duration(ns(self.probe_budget))
             .half_open_max_probes(self.half_open_max_probes)
@@ -327,7 +327,7 @@ fn cfg_strategy() -> impl Strategy<Value = Cfg> {
                 base,
                 multiplier: mult,
                 max: base * max_factor,
-                half_open_max_calls: hmax,
+                half_open_max_concurrent: hmax,
                 success_threshold: hsucc,
                 probe_budget: budget,
                 half_open_max_probes: None,
@@ -1074,7 +1074,7 @@ impl Model {
         })
     }
 
-    /// Half-open: a probe goes while fewer than `half_open_max_calls` are
+    /// Half-open: a probe goes while fewer than `half_open_max_concurrent` are
     /// out and the period's cap (`half_open_max_probes`, the rate round)
     /// is not reached; else refused until the first probe's deadline.
     fn admit_probe(&mut self) -> Admission {
@@ -1086,7 +1086,7 @@ impl Model {
         .flatten()
         .min();
         let capped = cap.is_some_and(|c| self.probes_admitted >= c);
-        if !capped && self.probes.len() < self.cfg.half_open_max_calls as usize {
+        if !capped && self.probes.len() < self.cfg.half_open_max_concurrent as usize {
             self.next_probe += 1;
             self.probes_admitted += 1;
             let id = self.next_probe;
@@ -1465,7 +1465,7 @@ impl Model {
                 .min();
                 self.reads(self.now) != State::Open
                     && cap.is_none_or(|c| self.probes_admitted < c)
-                    && self.probes.len() < self.cfg.half_open_max_calls as usize
+                    && self.probes.len() < self.cfg.half_open_max_concurrent as usize
             }
         }
     }

@@ -441,7 +441,7 @@ fn tripped(
 #[test]
 fn half_open_max_probes_caps_the_probes_of_a_whole_half_open_period() {
     let (b, mock) = tripped(|b| {
-        b.half_open_max_calls(3)
+        b.half_open_max_concurrent(3)
             .half_open_success_threshold(2)
             .half_open_max_probes(2)
     });
@@ -474,7 +474,7 @@ fn half_open_max_probes_caps_the_probes_of_a_whole_half_open_period() {
 #[test]
 fn half_open_judged_by_a_rate_closes_below_it() {
     let (b, _mock) = tripped(|b| {
-        b.half_open_max_calls(4).half_open_rate(HalfOpenRate {
+        b.half_open_max_concurrent(4).half_open_rate(HalfOpenRate {
             probes: 4,
             failure_rate_threshold: 0.5,
         })
@@ -494,7 +494,7 @@ fn half_open_judged_by_a_rate_closes_below_it() {
 #[test]
 fn half_open_judged_by_a_rate_reopens_as_soon_as_the_rate_is_certain() {
     let (b, _mock) = tripped(|b| {
-        b.half_open_max_calls(4).half_open_rate(HalfOpenRate {
+        b.half_open_max_concurrent(4).half_open_rate(HalfOpenRate {
             probes: 4,
             failure_rate_threshold: 0.5,
         })

@@ -184,7 +184,7 @@ fn would_permit_is_false_once_a_probe_has_overstayed() {
         .consecutive_failure_threshold(1)
         .open_duration(10 * SEC)
         .max_probe_duration(5 * SEC)
-        .half_open_max_calls(2)
+        .half_open_max_concurrent(2)
         .build()
         .unwrap();
     trip(&b, 1);

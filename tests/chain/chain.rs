@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use fusebox::chain::{Boxed, Chain, FirstLink, Origin, Skip, REASONS};
+use fusebox::chain::{Boxed, Chain, FirstLink, Origin, Skip, SkipReason};
 use fusebox::last_good::LastGood;
 use fusebox::{Breaker, CallPath, ConfigError, State};
 use quanta::{Clock, Mock};
@@ -178,14 +178,17 @@ fn first_link_outcomes<L: FirstLink<str, f64, DepError>>(f: Fixture<L>) {
 
     let answer = f.chain.lookup("AAPL").unwrap();
     assert_eq!(answer.link(), "secondary");
-    assert_eq!(answer.skipped()[0].skip().reason(), "refused");
+    assert_eq!(answer.skipped()[0].skip().reason(), SkipReason::Refused);
     assert_eq!(f.p.calls(), 3, "not called while open");
 
     let snap = f.chain.snapshot();
     let (first, second) = (&snap.links[0], &snap.links[1]);
     assert_eq!((first.answers, first.declined), (1, 1));
     assert_eq!(
-        (first.skips_for("failed"), first.skips_for("refused")),
+        (
+            first.skips.get(SkipReason::Failed),
+            first.skips.get(SkipReason::Refused)
+        ),
         (1, 1)
     );
     assert_eq!((second.answers, second.declined), (2, 0));
@@ -207,8 +210,11 @@ fn a_first_link_built_to_continue_past_a_no_hands_over_as_built_and_boxed() {
         f.p.set(2);
         let answer = f.chain.lookup("NEWLISTING").unwrap();
         assert_eq!((answer.link(), *answer.value()), ("secondary", 200.0));
-        assert_eq!(answer.skipped()[0].skip().reason(), "declined");
-        assert_eq!(f.chain.snapshot().links[0].skips_for("declined"), 1);
+        assert_eq!(answer.skipped()[0].skip().reason(), SkipReason::Declined);
+        assert_eq!(
+            f.chain.snapshot().links[0].skips.get(SkipReason::Declined),
+            1
+        );
     }
     check(lean(true));
     check(boxed(lean(true)));
@@ -315,7 +321,7 @@ fn a_link_whose_call_an_inner_breaker_refused_is_a_refused_skip_with_nothing_att
     assert_eq!(s.calls(), 0, "the provider was not called");
     let skip = answer.skipped()[0].skip();
     assert!(skip.nothing_attempted());
-    assert_eq!(skip.reason(), "refused");
+    assert_eq!(skip.reason(), SkipReason::Refused);
     let rejected = skip.rejected().expect("the endpoint's refusal");
     assert_eq!(rejected.breaker(), "endpoint");
     assert_eq!(rejected.retry_after(), Some(6 * SEC));
@@ -336,7 +342,14 @@ fn no_link_is_called_twice_in_one_lookup() {
     assert_eq!(answer.link(), "default");
     assert_eq!((f.p.calls(), f.s.calls()), (1, 1));
     let reasons: Vec<_> = answer.skipped().iter().map(|s| s.skip().reason()).collect();
-    assert_eq!(reasons, ["failed", "failed", "not_cached"]);
+    assert_eq!(
+        reasons,
+        [
+            SkipReason::Failed,
+            SkipReason::Failed,
+            SkipReason::NotCached
+        ]
+    );
 }
 
 #[test]
@@ -389,7 +402,7 @@ fn the_cache_serves_the_last_good_answer_with_its_age_when_both_vendors_are_down
     assert_eq!((*answer.value(), answer.link()), (100.0, "last-good"));
     assert_eq!(answer.origin(), Origin::Cache { age: 20 * SEC });
     let reasons: Vec<_> = answer.skipped().iter().map(|s| s.skip().reason()).collect();
-    assert_eq!(reasons, ["refused", "failed"]);
+    assert_eq!(reasons, [SkipReason::Refused, SkipReason::Failed]);
     assert_eq!(
         answer.skipped()[0].skip().rejected().unwrap().state(),
         State::ForcedOpen
@@ -431,7 +444,14 @@ fn when_every_link_fails_the_error_lists_each_reason_and_is_a_std_error() {
     let err = chain.lookup("EURUSD").unwrap_err();
     assert!(err.declined().is_none());
     let reasons: Vec<_> = err.skipped().iter().map(|s| s.skip().reason()).collect();
-    assert_eq!(reasons, ["failed", "refused", "not_cached"]);
+    assert_eq!(
+        reasons,
+        [
+            SkipReason::Failed,
+            SkipReason::Refused,
+            SkipReason::NotCached
+        ]
+    );
     assert_eq!(
         err.to_string(),
         "chain `fx`: no link answered: `primary`: provider error (dependency unavailable); \
@@ -509,7 +529,7 @@ fn a_full_bulkhead_is_a_skip_and_nothing_is_attempted() {
     assert!(answer.skipped()[0].skip().nothing_attempted());
     drop(held);
     assert_eq!(chain.lookup("A").unwrap().link(), "primary");
-    assert_eq!(chain.snapshot().links[0].skips_for("full"), 1);
+    assert_eq!(chain.snapshot().links[0].skips.get(SkipReason::Full), 1);
 }
 
 #[cfg(feature = "isolation")]
@@ -629,12 +649,25 @@ fn the_snapshot_counts_answers_and_skips_by_reason_per_link() {
         ("primary", "provider")
     );
     assert_eq!(primary.answers, 2);
-    assert_eq!(primary.skips_for("failed"), 1);
-    assert_eq!(primary.skips_for("refused"), 1);
-    assert_eq!(primary.skips.iter().sum::<u64>(), 2);
+    assert_eq!(primary.skips.get(SkipReason::Failed), 1);
+    assert_eq!(primary.skips.get(SkipReason::Refused), 1);
+    assert_eq!(primary.skips.iter().map(|(_, n)| n).sum::<u64>(), 2);
     assert_eq!(snap.links[1].answers, 2);
     assert_eq!(snap.links[2].kind, "cache");
-    assert_eq!(REASONS.len(), primary.skips.len());
+    let labels: Vec<String> = primary.skips.iter().map(|(r, _)| r.to_string()).collect();
+    assert_eq!(
+        labels,
+        [
+            "refused",
+            "full",
+            "deadline",
+            "not_cached",
+            "too_old",
+            "failed",
+            "timed_out",
+            "declined"
+        ]
+    );
 }
 
 #[test]
@@ -678,7 +711,7 @@ fn a_chain_led_by_a_cache_asks_it_first_and_falls_through_to_the_provider() {
         .unwrap();
     let answer = chain.lookup("EURUSD").unwrap();
     assert_eq!(answer.link(), "primary");
-    assert_eq!(answer.skipped()[0].skip().reason(), "not_cached");
+    assert_eq!(answer.skipped()[0].skip().reason(), SkipReason::NotCached);
     let answer = chain.lookup("EURUSD").unwrap();
     assert_eq!((answer.link(), *answer.value()), ("last-good", 2.5));
     assert!(matches!(answer.origin(), Origin::Cache { .. }));

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fusebox::chain::{Chain, Origin, Skip};
+use fusebox::chain::{Chain, Origin, Skip, SkipReason};
 use fusebox::http::{Error, GuardedClient};
 use fusebox::last_good::LastGood;
 use fusebox::{Breaker, CallError, CallPath, State};
@@ -32,7 +32,7 @@ fn agent(timeout: Duration) -> ureq::Agent {
 fn client(name: &str, clock: &Clock, timeout: Duration) -> GuardedClient {
     let breaker = Breaker::builder(name)
         .call_path(CallPath::ReferenceData)
-        .classifier(fusebox::http::classifier())
+        .classifier(fusebox::http::HttpClassifier::new())
         .clock(clock.clone())
         .consecutive_failure_threshold(2)
         .failure_rate_threshold(None)
@@ -137,7 +137,7 @@ fn the_chain_falls_back_vendor_by_vendor_and_the_primary_recovers_through_one_pr
     assert_eq!(v.secondary.breaker().state(), State::Open);
     let answer = v.chain.lookup("AAPL").unwrap();
     let reasons: Vec<_> = answer.skipped().iter().map(|s| s.skip().reason()).collect();
-    assert_eq!(reasons, ["refused", "refused"]);
+    assert_eq!(reasons, [SkipReason::Refused, SkipReason::Refused]);
 
     // The primary's open period ends; it answers again; one probe closes it.
     v.p.reply(Reply::ok("101.40 primary"));

@@ -38,7 +38,7 @@ impl Time {
         RetryPolicy::builder()
             .idempotent(true)
             .backoff(100 * MS, 10 * SEC)
-            .jitter(false)
+            .jitter(0.0)
             .clock(self.clock.clone())
             .sleeper(move |d: Duration| {
                 sleeps.lock().unwrap().push(d);
@@ -124,8 +124,8 @@ fn full_jitter_stays_within_the_nominal_wait_and_a_seed_repeats_it() {
         let breaker = t.breaker(1_000);
         let policy = t
             .policy()
-            .jitter(true)
-            .seed(seed)
+            .jitter(1.0)
+            .jitter_seed(seed)
             .max_attempts(8)
             .build()
             .unwrap();
@@ -140,6 +140,37 @@ fn full_jitter_stays_within_the_nominal_wait_and_a_seed_repeats_it() {
         assert!(*d <= nominal, "retry {}: {d:?} > {nominal:?}", i + 1);
     }
     assert!(a.iter().any(|d| *d < 50 * MS * (1 << 6)), "{a:?}");
+}
+
+#[test]
+fn a_jitter_fraction_shortens_each_wait_by_at_most_that_fraction_as_a_breakers_does() {
+    let t = Time::new();
+    let breaker = t.breaker(1_000);
+    let policy = t
+        .policy()
+        .jitter(0.25)
+        .jitter_seed(3)
+        .max_attempts(8)
+        .build()
+        .unwrap();
+    let _ = policy.call(&breaker, || Err::<u32, _>(DepError::Outage(Outage)));
+    let waits = t.sleeps();
+    assert_eq!(waits.len(), 7);
+    for (i, d) in waits.iter().enumerate() {
+        let nominal = (100 * MS * (1 << i)).min(10 * SEC);
+        assert!(
+            *d <= nominal && *d >= nominal.mul_f64(0.75),
+            "retry {}: {d:?} outside [0.75, 1] x {nominal:?}",
+            i + 1
+        );
+    }
+    assert!(
+        waits
+            .iter()
+            .enumerate()
+            .any(|(i, d)| *d < (100 * MS * (1 << i)).min(10 * SEC)),
+        "some wait is shortened: {waits:?}"
+    );
 }
 
 #[test]
@@ -465,6 +496,9 @@ fn the_builder_names_the_field_at_fault() {
     assert_eq!(field(ok().backoff(Duration::ZERO, SEC)), "backoff");
     assert_eq!(field(ok().backoff(SEC, MS)), "backoff");
     assert_eq!(field(ok().deadline(Duration::ZERO)), "deadline");
+    for jitter in [-0.1, 1.5, f64::NAN] {
+        assert_eq!(field(ok().jitter(jitter)), "jitter");
+    }
     assert_eq!(RetryBudget::new(-1.0, 0, SEC).unwrap_err().field(), "ratio");
     assert_eq!(RetryBudget::new(0.1, 0, MS).unwrap_err().field(), "window");
 }

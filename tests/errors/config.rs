@@ -220,8 +220,14 @@ fn refuses_every_invalid_setting_naming_the_field() {
         (valid().jitter(-0.01), "jitter"),
         (valid().jitter(1.01), "jitter"),
         (valid().jitter(f64::NAN), "jitter"),
-        (valid().half_open_max_calls(0), "half_open_max_calls"),
-        (valid().half_open_max_calls(1025), "half_open_max_calls"),
+        (
+            valid().half_open_max_concurrent(0),
+            "half_open_max_concurrent",
+        ),
+        (
+            valid().half_open_max_concurrent(1025),
+            "half_open_max_concurrent",
+        ),
         (
             valid().half_open_success_threshold(0),
             "half_open_success_threshold",
@@ -295,8 +301,8 @@ fn accepts_the_edges_of_every_range() {
         valid().open_duration(s).max_open_duration(s),
         valid().jitter(0.0),
         valid().jitter(1.0),
-        valid().half_open_max_calls(1),
-        valid().half_open_max_calls(1024),
+        valid().half_open_max_concurrent(1),
+        valid().half_open_max_concurrent(1024),
         valid().half_open_success_threshold(1),
         valid().max_probe_duration(Duration::from_nanos(1)),
         valid()

@@ -85,7 +85,7 @@ mod http {
             .into();
         let breaker = Breaker::builder("vendor")
             .call_path(CallPath::ReferenceData)
-            .classifier(fusebox::http::classifier())
+            .classifier(fusebox::http::HttpClassifier::new())
             .clock(clock)
             .build()
             .unwrap();

@@ -37,7 +37,7 @@ fn agent(timeout: Duration) -> ureq::Agent {
 fn breaker() -> BreakerBuilder {
     Breaker::builder("vendor")
         .call_path(CallPath::ReferenceData)
-        .classifier(fusebox::http::classifier())
+        .classifier(fusebox::http::HttpClassifier::new())
         .consecutive_failure_threshold(2)
         .failure_rate_threshold(None)
         .open_duration(Duration::from_secs(1))
@@ -468,7 +468,7 @@ fn throttled_client() -> (GuardedClient, Clock, Arc<Mock>) {
     mocked_client(
         breaker()
             .consecutive_failure_threshold(1)
-            .classifier(classifier.into()),
+            .classifier(classifier),
     )
 }
 
@@ -523,7 +523,7 @@ fn too_many_requests_can_be_the_callers_problem() {
     let (client, _clock, _mock) = mocked_client(
         breaker()
             .consecutive_failure_threshold(1)
-            .classifier(classifier.into()),
+            .classifier(classifier),
     );
 
     for _ in 0..3 {

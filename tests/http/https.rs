@@ -18,7 +18,7 @@ fn breaker() -> Breaker {
     let (clock, _mock) = quanta::Clock::mock();
     Breaker::builder("vendor")
         .call_path(CallPath::ReferenceData)
-        .classifier(fusebox::http::classifier())
+        .classifier(fusebox::http::HttpClassifier::new())
         .consecutive_failure_threshold(2)
         .clock(clock)
         .build()

@@ -448,7 +448,9 @@ fn an_empty_registry_scrapes_to_an_empty_exposition() {
 fn breakers_added_after_registration_are_scraped() {
     let (registry, _mock) = registry();
     let mut metrics = prometheus_client::registry::Registry::default();
-    fusebox::prometheus::register(&mut metrics, &registry);
+    metrics.register_collector(Box::new(fusebox::prometheus::RegistryCollector::new(
+        registry.clone(),
+    )));
     registry.breaker("late", "vendor").unwrap();
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &metrics).unwrap();

@@ -20,7 +20,8 @@ const EXAMPLE: &str = include_str!("../../examples/ops.toml");
 
 #[test]
 fn the_documented_example_loads() {
-    let registry = loader().load_toml(EXAMPLE).unwrap();
+    let registry = Registry::new();
+    loader().load_toml(EXAMPLE, &registry).unwrap();
     let breakers = registry.breakers();
     let names: Vec<&str> = breakers.iter().map(|b| b.name()).collect();
     assert_eq!(names, ["instruments", "news", "sentiment"]);
@@ -92,7 +93,8 @@ fn any_serde_format_loads() {
 /// The error for `text`, after checking that it added nothing.
 #[test]
 fn durations_are_read_exactly_in_compound_and_iso_8601_forms() {
-    let registry = loader()
+    let registry = Registry::new();
+    loader()
         .load_toml(
             r#"
             [templates.t]
@@ -111,6 +113,7 @@ fn durations_are_read_exactly_in_compound_and_iso_8601_forms() {
             template = "t"
             open_duration = "1m30.000000001s"
             "#,
+            &registry,
         )
         .unwrap();
     for (name, open) in [
@@ -125,7 +128,7 @@ fn durations_are_read_exactly_in_compound_and_iso_8601_forms() {
 
 fn refused(text: &str) -> FileError {
     let registry = Registry::new();
-    let err = loader().load_toml_into(text, &registry).unwrap_err();
+    let err = loader().load_toml(text, &registry).unwrap_err();
     assert!(registry.is_empty(), "{text}");
     assert!(registry.template("t").is_none(), "{text}");
     err
@@ -256,8 +259,8 @@ fn values_that_break_a_rule_name_the_entry_the_field_and_the_rule() {
             "at least 1.0",
         ),
         (
-            "half_open_max_calls = 0",
-            "half_open_max_calls",
+            "half_open_max_concurrent = 0",
+            "half_open_max_concurrent",
             "between 1 and 1024",
         ),
         (
@@ -321,7 +324,8 @@ fn values_that_break_a_rule_name_the_entry_the_field_and_the_rule() {
 
 #[test]
 fn every_setting_that_is_a_value_can_be_given_by_its_name() {
-    let registry = loader()
+    let registry = Registry::new();
+    loader()
         .load_toml(
             r#"
             [templates.t]
@@ -341,6 +345,7 @@ fn every_setting_that_is_a_value_can_be_given_by_its_name() {
             [breakers.b]
             template = "t"
             "#,
+            &registry,
         )
         .unwrap();
     let b = registry.get("b").unwrap();
@@ -417,16 +422,17 @@ fn missing_and_unknown_names_are_refused() {
 
 #[test]
 fn a_file_never_replaces_what_a_registry_holds() {
-    let registry = loader().load_toml(EXAMPLE).unwrap();
+    let registry = Registry::new();
+    loader().load_toml(EXAMPLE, &registry).unwrap();
     // The same file again: its templates exist already.
-    let err = loader().load_toml_into(EXAMPLE, &registry).unwrap_err();
+    let err = loader().load_toml(EXAMPLE, &registry).unwrap_err();
     assert!(matches!(
         err,
         FileError::Registry(RegistryError::DuplicateTemplate { .. })
     ));
     // A breaker whose name is taken, from a template already there.
     let err = loader()
-        .load_toml_into("[breakers.news]\ntemplate = \"vendor\"\n", &registry)
+        .load_toml("[breakers.news]\ntemplate = \"vendor\"\n", &registry)
         .unwrap_err();
     assert!(matches!(
         err,
@@ -434,7 +440,7 @@ fn a_file_never_replaces_what_a_registry_holds() {
     ));
     // A new breaker from a template the registry holds is fine.
     loader()
-        .load_toml_into("[breakers.ratings]\ntemplate = \"vendor\"\n", &registry)
+        .load_toml("[breakers.ratings]\ntemplate = \"vendor\"\n", &registry)
         .unwrap();
     assert_eq!(registry.len(), 4);
 }
@@ -442,7 +448,8 @@ fn a_file_never_replaces_what_a_registry_holds() {
 #[cfg(feature = "isolation")]
 #[test]
 fn bulkheads_load_with_an_adaptive_limit_and_lanes() {
-    let registry = loader()
+    let registry = Registry::new();
+    loader()
         .load_toml(
             r#"
             [bulkheads.pricing]
@@ -455,6 +462,7 @@ fn bulkheads_load_with_an_adaptive_limit_and_lanes() {
             max_concurrent = 4
             max_wait = "5ms"
             "#,
+            &registry,
         )
         .unwrap();
     assert!(registry.is_empty(), "no breaker");
@@ -523,7 +531,7 @@ fn a_bad_bulkhead_names_its_entry_and_field_and_adds_nothing() {
         )
         .unwrap();
     let err = loader()
-        .load_toml_into(
+        .load_toml(
             &format!("{BASE}\n[bulkheads.pricing]\nmax_concurrent = 8\n"),
             &registry,
         )
@@ -537,7 +545,8 @@ fn a_bad_bulkhead_names_its_entry_and_field_and_adds_nothing() {
 
 #[test]
 fn the_calls_in_flight_settings_are_read_by_name_and_checked() {
-    let registry = loader()
+    let registry = Registry::new();
+    loader()
         .load_toml(
             r#"
             [templates.t]
@@ -555,6 +564,7 @@ fn the_calls_in_flight_settings_are_read_by_name_and_checked() {
             stuck_call_threshold = "off"
             hung_call_duration = "off"
             "#,
+            &registry,
         )
         .unwrap();
     // The tracking breaker shows its calls in flight, the other does not.

@@ -42,7 +42,7 @@ jitter = 0.0
 fn refused(text: &str) -> FileError {
     let (loader, _mock) = loader("2026-12-01T12:00:00Z");
     let registry = Registry::new();
-    let err = loader.load_toml_into(text, &registry).unwrap_err();
+    let err = loader.load_toml(text, &registry).unwrap_err();
     assert!(registry.is_empty(), "{text}");
     assert!(registry.template("t").is_none(), "{text}");
     err
@@ -65,12 +65,16 @@ fn says(err: &FileError, parts: &[&str]) {
 #[test]
 fn a_one_off_window_from_a_file_makes_failures_neutral_inside_it_only() {
     let (loader, mock) = loader("2026-12-12T22:00:00Z");
-    let registry = loader
-        .load_toml(&format!(
-            "{BASE}\n[breakers.b]\ntemplate = \"t\"\n\
+    let registry = Registry::new();
+    loader
+        .load_toml(
+            &format!(
+                "{BASE}\n[breakers.b]\ntemplate = \"t\"\n\
              [[breakers.b.maintenance_window]]\n\
              start = \"2026-12-12T23:00:00Z\"\nend = \"2026-12-13T03:00:00Z\"\n"
-        ))
+            ),
+            &registry,
+        )
         .unwrap();
     let b = registry.get("b").unwrap();
     assert_eq!(b.snapshot().maintenance, None);
@@ -96,12 +100,16 @@ fn a_one_off_window_from_a_file_makes_failures_neutral_inside_it_only() {
 #[test]
 fn explicit_deadlines_and_probe_lead_from_a_file_cap_the_open_period() {
     let (loader, _mock) = loader("2026-12-14T21:00:00Z");
-    let registry = loader
-        .load_toml(&format!(
-            "{BASE}open_duration = \"2h\"\nmax_open_duration = \"2h\"\nprobe_lead = \"10m\"\n\
+    let registry = Registry::new();
+    loader
+        .load_toml(
+            &format!(
+                "{BASE}open_duration = \"2h\"\nmax_open_duration = \"2h\"\nprobe_lead = \"10m\"\n\
              [[templates.t.deadlines]]\nat = [\"2026-12-14T22:00:00Z\"]\n\
              [breakers.b]\ntemplate = \"t\"\n"
-        ))
+            ),
+            &registry,
+        )
         .unwrap();
     let b = registry.get("b").unwrap();
     fail(&b);
@@ -115,11 +123,15 @@ fn explicit_deadlines_and_probe_lead_from_a_file_cap_the_open_period() {
 #[test]
 fn ramp_up_from_a_file_is_the_builders() {
     let (loader, mock) = loader("2026-12-01T12:00:00Z");
-    let registry = loader
-        .load_toml(&format!(
-            "{BASE}open_duration = \"1s\"\nramp_up = {{ duration = \"10s\", start = 0.5 }}\n\
+    let registry = Registry::new();
+    loader
+        .load_toml(
+            &format!(
+                "{BASE}open_duration = \"1s\"\nramp_up = {{ duration = \"10s\", start = 0.5 }}\n\
              [breakers.b]\ntemplate = \"t\"\n"
-        ))
+            ),
+            &registry,
+        )
         .unwrap();
     let b = registry.get("b").unwrap();
     fail(&b);
@@ -229,7 +241,8 @@ mod calendar {
     fn the_documented_example_keeps_sunday_maintenance_neutral() {
         // Sunday 6 December 2026, 03:00 New York time (EST).
         let (loader, _mock) = loader("2026-12-06T08:00:00Z");
-        let registry = loader.load_toml(EXAMPLE).unwrap();
+        let registry = Registry::new();
+        loader.load_toml(EXAMPLE, &registry).unwrap();
         let b = registry.get("dividends").unwrap();
         for _ in 0..10 {
             fail(&b);
@@ -247,7 +260,8 @@ mod calendar {
         // Monday 7 December 2026, 09:00 New York time (EST): an hour-long
         // open period is capped to probe by 09:25.
         let (loader, _mock) = loader("2026-12-07T14:00:00Z");
-        let registry = loader.load_toml(EXAMPLE).unwrap();
+        let registry = Registry::new();
+        loader.load_toml(EXAMPLE, &registry).unwrap();
         let b = registry.get("dividends").unwrap();
         for _ in 0..3 {
             fail(&b);
@@ -261,7 +275,8 @@ mod calendar {
     fn the_documented_example_adds_a_one_off_window_to_a_breaker() {
         // 12 December 2026, 23:30 UTC: inside the splits migration.
         let (loader, _mock) = loader("2026-12-12T23:30:00Z");
-        let registry = loader.load_toml(EXAMPLE).unwrap();
+        let registry = Registry::new();
+        loader.load_toml(EXAMPLE, &registry).unwrap();
         let splits = registry.get("splits").unwrap();
         let refused = splits.call(|| Ok::<(), std::io::Error>(())).unwrap_err();
         assert!(refused.rejected().is_some(), "{refused:?}");

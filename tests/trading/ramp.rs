@@ -254,7 +254,7 @@ fn a_half_open_rate_round_that_closes_starts_the_ramp() {
     let b = builder
         .consecutive_failure_threshold(1)
         .open_duration(10 * SEC)
-        .half_open_max_calls(2u32)
+        .half_open_max_concurrent(2u32)
         .half_open_rate(fusebox::HalfOpenRate {
             probes: 2,
             failure_rate_threshold: 0.5,
