@@ -236,6 +236,11 @@
 //! - `admin`: a small HTTP endpoint on its own threads, for metrics, JSON
 //!   snapshots, a readiness probe, the audit trail and audited overrides
 //!   behind a bearer token ([`admin`]).
+//! - `replay`: what a configuration would have done over recorded call
+//!   outcomes, on the mock clock: the timeline, refusals, time open, flaps,
+//!   and a sweep of thresholds and windows over a healthy and an outage
+//!   recording ([`replay`]); the `fusebox-replay` binary runs it over a
+//!   configuration file. Implies `serde`.
 //! - `redis`: fleet mode ([`fleet`]): breakers of one name in many processes
 //!   share their state through Redis (`rediss://` through rustls and ring).
 //! - `ctl`: the `fusebox-ctl` binary, for operators: a fleet's breakers'
@@ -252,6 +257,11 @@
 #![cfg_attr(
     not(feature = "isolation"),
     doc = "[`isolation`]: https://docs.rs/fusebox/latest/fusebox/isolation/"
+)]
+#![cfg_attr(feature = "replay", doc = "[`replay`]: crate::replay")]
+#![cfg_attr(
+    not(feature = "replay"),
+    doc = "[`replay`]: https://docs.rs/fusebox/latest/fusebox/replay/"
 )]
 #![cfg_attr(feature = "tower", doc = "[`tower`]: crate::tower")]
 #![cfg_attr(
@@ -367,6 +377,8 @@ mod ramp;
 mod recovery;
 #[cfg(feature = "registry")]
 pub mod registry;
+#[cfg(feature = "replay")]
+pub mod replay;
 #[cfg(feature = "retry")]
 pub mod retry;
 mod seam;
