@@ -122,10 +122,8 @@ impl<T> BreakerBuilder<T> {
     }
 
     /// Which errors count against the dependency. Required. Anything that
-    /// converts into a [`Classifier`] (an
-    /// [`HttpClassifier`](crate::http::HttpClassifier), a
-    /// [`ResultClassifier`](crate::ResultClassifier)'s output) is taken as
-    /// it is.
+    /// converts into a [`Classifier`] is taken as it is (the `http`
+    /// feature's `HttpClassifier`).
     pub fn classifier(mut self, classifier: impl Into<Classifier>) -> Self {
         self.parts.classifier = Some(classifier.into());
         self
