@@ -31,6 +31,7 @@ const CAPABILITIES: &[&str] = &[
     "isolation",
     "prometheus",
     "registry",
+    "replay",
     "retry",
     "trading",
 ];
