@@ -25,6 +25,7 @@ const FEATURES: &[(&str, bool)] = &[
     ("serde", cfg!(feature = "serde")),
     ("admin", cfg!(feature = "admin")),
     ("calendar", cfg!(feature = "calendar")),
+    ("replay", cfg!(feature = "replay")),
     ("redis", cfg!(feature = "redis")),
     ("ctl", cfg!(feature = "ctl")),
 ];
