@@ -149,7 +149,10 @@ fn the_same_recording_and_seed_replay_the_same_and_another_seed_moves_the_jitter
     let c = replay::run(&r, candidate(), 12).unwrap();
     assert_eq!(a, b);
     assert_eq!(a.to_string(), b.to_string());
-    assert_eq!(replay::svg(&r, std::slice::from_ref(&a)), replay::svg(&r, &[b]));
+    assert_eq!(
+        replay::svg(&r, std::slice::from_ref(&a)),
+        replay::svg(&r, &[b])
+    );
     assert!(a.trips > 1, "{a}");
     assert_ne!(a.changes, c.changes, "the jitter is seeded");
 }
